@@ -1,0 +1,80 @@
+// The protocol-neutral request that every handler sees. The HTTP/1 parser fills the head;
+// the connection adds the decoded path, the peer and (for handlers that ask) the body.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace peregrine {
+
+enum class Method : uint8_t {
+  kGet,
+  kHead,
+  kPost,
+  kPut,
+  kDelete,
+  kOptions,
+  kPatch,
+  kTrace,
+  kConnect,
+  kUnknown,  // a syntactically valid token we do not implement: 501
+};
+
+std::string_view method_name(Method method);
+
+struct Header {
+  std::string_view name;
+  std::string_view value;  // leading and trailing whitespace already stripped
+};
+
+// Header fields beyond this count get 431; real clients send a dozen or two.
+inline constexpr size_t kMaxHeaders = 100;
+
+struct Request {
+  // ---- Filled by the parser (views into the connection's read buffer) ----
+  Method method = Method::kUnknown;
+  std::string_view method_text;
+  std::string_view target;     // request-target exactly as sent
+  std::string_view raw_path;   // path part of the target, still percent-encoded
+  std::string_view query;      // after '?', without it; empty when absent
+  std::string_view authority;  // host[:port] from an absolute-form target
+  uint8_t version_minor = 1;   // HTTP/1.<minor>
+  Header headers[kMaxHeaders];
+  uint16_t header_count = 0;
+
+  // Framing and semantics the parser pulls out while it walks the headers.
+  std::string_view host;        // Host header, or the authority of an absolute-form target
+  int64_t content_length = -1;  // -1: no Content-Length
+  bool chunked = false;         // Transfer-Encoding: chunked
+  bool keep_alive = true;       // after Connection and the version's default
+  bool expect_continue = false;
+  bool upgrade = false;  // Connection: upgrade with an Upgrade header
+
+  // ---- Filled by the connection before routing ----
+  std::string_view path;  // percent-decoded, dot-segments removed, starts with '/'
+  std::string_view body;  // only for handlers that want a buffered body
+  const sockaddr* peer = nullptr;
+  socklen_t peer_len = 0;
+  const sockaddr* local = nullptr;
+  socklen_t local_len = 0;
+
+  std::span<const Header> header_list() const { return {headers, header_count}; }
+  // First header with this name, compared case-insensitively.
+  std::optional<std::string_view> header(std::string_view name) const;
+  bool has_body() const { return chunked || content_length > 0; }
+  bool is_head() const { return method == Method::kHead; }
+
+  // Storage the connection reuses for `path` so decoding allocates nothing once warm.
+  std::string path_storage;
+
+  // Resets the parsed state for the next request, keeping storage capacity.
+  void clear();
+};
+
+}  // namespace peregrine
