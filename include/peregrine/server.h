@@ -1,0 +1,63 @@
+// libperegrine: the whole server around your own in-process handlers.
+//
+//   peregrine::Server server;
+//   server.listen("127.0.0.1:8080")
+//         .route("/", [](const peregrine::Request&, peregrine::Response& r) {
+//           r.set_content_type("text/plain");
+//           r.set_body("Hello world");
+//         });
+//   return server.run();
+//
+// Handlers run on the worker threads (one per core by default), several at once: a handler
+// must be thread-safe, or be registered with a factory so each worker gets its own instance.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "peregrine/handler.h"
+#include "peregrine/request.h"
+#include "peregrine/response.h"
+
+namespace peregrine {
+
+class Server {
+ public:
+  using HandlerFunction = std::function<void(const Request&, Response&)>;
+  using HandlerFactory = std::function<std::shared_ptr<Handler>()>;
+
+  Server();
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // ---- Configure in code (ignored when config_file() is used) ----
+  Server& listen(std::string address);  // repeatable; default 127.0.0.1:8080; port 0 = any free
+  Server& workers(int count);           // 0 (default): one per core
+  Server& access_log(std::string target);  // "off" (default), "stdout", "stderr" or a path
+  // Requests whose path starts with `prefix` go to the handler; routes match in call order.
+  Server& route(std::string prefix, std::shared_ptr<Handler> handler);
+  Server& route(std::string prefix, HandlerFunction function);
+  Server& route_factory(std::string prefix, HandlerFactory factory);
+  Server& static_files(std::string prefix, std::string root);  // serve a directory
+
+  // ---- Or from a TOML file, whose `handler = "NAME"` routes name handlers registered here ----
+  Server& config_file(std::string path);
+  Server& register_handler(std::string name, HandlerFactory factory);
+
+  // Whether run() handles SIGTERM/SIGINT/SIGQUIT/SIGHUP/SIGUSR1 (default: yes).
+  Server& handle_signals(bool enabled);
+
+  // Serves until stop() or a stop signal. Returns 0 after a clean stop, 1 when the configuration
+  // is invalid or a listening socket cannot be bound (the reason goes to the error log).
+  int run();
+  // Thread-safe. graceful: finish in-flight requests first.
+  void stop(bool graceful = true);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace peregrine

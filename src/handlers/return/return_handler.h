@@ -1,0 +1,29 @@
+// `return` routes: a fixed status with an optional body, or a redirect whose Location may use
+// the route's regex captures ($1..$9) and the request path ($uri).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "peregrine/handler.h"
+
+namespace peregrine::return_route {
+
+class ReturnHandler final : public Handler {
+ public:
+  ReturnHandler(const config::ReturnOptions& options, std::shared_ptr<const Regex> regex);
+  void handle(const Request& request, Response& response) override;
+
+  // Expands $1..$9 (from `captures`) and $uri in `pattern`. Pure; exposed for tests.
+  static std::string expand(std::string_view pattern, const Regex::Captures& captures,
+                            std::string_view uri);
+
+ private:
+  config::ReturnOptions options_;
+  std::shared_ptr<const Regex> regex_;
+  bool location_has_variables_;
+  std::string content_type_line_;  // prebuilt "Content-Type: ...\r\n"
+};
+
+}  // namespace peregrine::return_route

@@ -1,0 +1,233 @@
+#include "server/access_log.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+
+#include "core/log.h"
+
+namespace peregrine::server {
+namespace {
+
+constexpr size_t kMaxQueuedBytes = 64 * 1024 * 1024;
+
+int open_target(const std::string& path) {
+  if (path.empty() || path == "stdout") return STDOUT_FILENO;
+  if (path == "stderr") return STDERR_FILENO;
+  return ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+}
+
+void append_address(std::string& out, const sockaddr* addr) {
+  char text[INET6_ADDRSTRLEN] = "-";
+  if (addr && addr->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, text, sizeof text);
+  } else if (addr && addr->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, text, sizeof text);
+  }
+  out.append(text);
+}
+
+// Combined-format fields are quoted: escape quotes, backslashes and non-printable bytes as \xHH
+// so a hostile User-Agent cannot forge a log line.
+void append_escaped(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\' || c < 0x20 || c >= 0x7f) {
+      out.append("\\x");
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+}
+
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c >= 0x7f) {  // bytes, not code points: keep the line valid UTF-8 JSON
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+void append_number(std::string& out, uint64_t value) {
+  char digits[24];
+  int n = std::snprintf(digits, sizeof digits, "%llu", static_cast<unsigned long long>(value));
+  out.append(digits, n);
+}
+
+}  // namespace
+
+AccessLogWriter::AccessLogWriter() : thread_([this] { run(); }) {}
+
+AccessLogWriter::~AccessLogWriter() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+  for (Sink& sink : sinks_)
+    if (sink.fd > STDERR_FILENO) ::close(sink.fd);
+}
+
+int AccessLogWriter::open_sink(const std::string& path, std::string* error) {
+  std::lock_guard lock(mutex_);
+  for (size_t i = 0; i < sinks_.size(); ++i)
+    if (sinks_[i].path == path) return static_cast<int>(i);
+  int fd = open_target(path);
+  if (fd < 0) {
+    if (error) *error = path + ": " + std::strerror(errno);
+    return -1;
+  }
+  sinks_.push_back({path, fd});
+  return static_cast<int>(sinks_.size() - 1);
+}
+
+void AccessLogWriter::submit(int sink, std::string& buffer) {
+  std::string replacement;
+  {
+    std::lock_guard lock(mutex_);
+    if (queued_bytes_ + buffer.size() > kMaxQueuedBytes) {
+      dropped_bytes_ += buffer.size();
+      buffer.clear();
+      return;
+    }
+    queued_bytes_ += buffer.size();
+    queue_.emplace_back(sink, std::move(buffer));
+    if (!spare_.empty()) {
+      replacement = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
+  wake_.notify_one();
+  buffer = std::move(replacement);
+  buffer.clear();
+}
+
+void AccessLogWriter::reopen_all() {
+  {
+    std::lock_guard lock(mutex_);
+    reopen_ = true;
+  }
+  wake_.notify_one();
+}
+
+uint64_t AccessLogWriter::dropped_bytes() const {
+  std::lock_guard lock(mutex_);
+  return dropped_bytes_;
+}
+
+void AccessLogWriter::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stop_ || reopen_ || !queue_.empty(); });
+    if (reopen_) {
+      reopen_ = false;
+      for (Sink& sink : sinks_) {
+        if (sink.fd <= STDERR_FILENO) continue;
+        int fd = open_target(sink.path);
+        if (fd < 0) {
+          LOG_ERROR("cannot reopen access log %s: %s", sink.path.c_str(), std::strerror(errno));
+          continue;
+        }
+        ::close(sink.fd);
+        sink.fd = fd;
+      }
+    }
+    while (!queue_.empty()) {
+      auto [sink, bytes] = std::move(queue_.front());
+      queue_.pop_front();
+      int fd = sinks_[sink].fd;
+      lock.unlock();
+      const char* p = bytes.data();
+      size_t left = bytes.size();
+      while (left > 0) {
+        ssize_t n = ::write(fd, p, left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;  // disk full or closed: these lines are lost, serving goes on
+        p += n;
+        left -= static_cast<size_t>(n);
+      }
+      lock.lock();
+      queued_bytes_ -= bytes.size();
+      if (spare_.size() < 16 && bytes.capacity() <= 256 * 1024) {
+        bytes.clear();
+        spare_.push_back(std::move(bytes));
+      }
+    }
+    if (stop_) return;
+  }
+}
+
+void AccessLogBuffer::log(const Request& request, int status, uint64_t body_bytes, time_t now) {
+  if (now != formatted_second_) {
+    formatted_second_ = now;
+    tm parts;
+    gmtime_r(&now, &parts);
+    time_len_ = format_ == config::AccessLogFormat::kJson
+                    ? std::strftime(time_text_, sizeof time_text_, "%Y-%m-%dT%H:%M:%SZ", &parts)
+                    : std::strftime(time_text_, sizeof time_text_, "%d/%b/%Y:%H:%M:%S +0000", &parts);
+  }
+  std::string_view referer = request.header("Referer").value_or("");
+  std::string_view agent = request.header("User-Agent").value_or("");
+  std::string& out = buffer_;
+  if (format_ == config::AccessLogFormat::kJson) {
+    out.append("{\"time\":\"").append(time_text_, time_len_).append("\",\"remote_addr\":\"");
+    append_address(out, request.peer);
+    out.append("\",\"method\":");
+    append_json_string(out, request.method_text);
+    out.append(",\"uri\":");
+    append_json_string(out, request.target);
+    out.append(",\"protocol\":\"HTTP/1.").append(1, static_cast<char>('0' + request.version_minor));
+    out.append("\",\"status\":");
+    append_number(out, static_cast<uint64_t>(status));
+    out.append(",\"bytes\":");
+    append_number(out, body_bytes);
+    out.append(",\"host\":");
+    append_json_string(out, request.host);
+    out.append(",\"referer\":");
+    append_json_string(out, referer);
+    out.append(",\"user_agent\":");
+    append_json_string(out, agent);
+    out.append("}\n");
+  } else {
+    append_address(out, request.peer);
+    out.append(" - - [").append(time_text_, time_len_).append("] \"");
+    append_escaped(out, request.method_text);
+    out += ' ';
+    append_escaped(out, request.target);
+    out.append(" HTTP/1.").append(1, static_cast<char>('0' + request.version_minor)).append("\" ");
+    append_number(out, static_cast<uint64_t>(status));
+    out += ' ';
+    append_number(out, body_bytes);
+    out.append(" \"");
+    append_escaped(out, referer.empty() ? "-" : referer);
+    out.append("\" \"");
+    append_escaped(out, agent.empty() ? "-" : agent);
+    out.append("\"\n");
+  }
+  if (out.size() >= kFlushAt) flush();
+}
+
+}  // namespace peregrine::server

@@ -1,0 +1,94 @@
+// One client connection: reads bytes, runs them through the HTTP/1 parser, routes each request
+// to its handler, serializes the responses and writes them, in order, with back-pressure.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "event/poller.h"
+#include "event/timer_list.h"
+#include "http/http1/parser.h"
+#include "peregrine/handler.h"
+#include "peregrine/response.h"
+#include "server/output_queue.h"
+
+namespace peregrine::server {
+
+class Worker;
+struct SiteRuntime;
+struct BodyWait;
+
+class Connection final : public event::Pollable {
+ public:
+  Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len);
+  ~Connection();
+
+  // Right after accept: the request is usually already there (TCP_DEFER_ACCEPT), so read at once
+  // and only register with the poller if the connection outlives its first response.
+  void start();
+  void on_ready(uint32_t readiness) override;
+  void on_timeout();
+  // Graceful stop: close now if idle, otherwise after the response in progress.
+  void drain();
+  void close_now();
+  bool closed() const { return state_ == State::kClosed; }
+
+  event::TimerNode timer;
+  Connection* prev = nullptr;  // worker's list of live connections
+  Connection* next = nullptr;
+
+ private:
+  enum class State : uint8_t {
+    kHead,      // waiting for / parsing a request head
+    kBody,      // buffering a request body for a handler that wants it
+    kDiscard,   // reading and dropping the body of a request already answered
+    kLinger,    // response sent, write side shut: draining what the client still sends
+    kClosed,
+  };
+
+  void on_readable();
+  void process();
+  bool process_head();
+  bool process_body();
+  bool process_discard();
+  void handle_request(size_t head_length);
+  void run_handler(Request& request, SiteRuntime& site, Handler& handler);
+  void respond_error(int status, const Request* request, SiteRuntime* site);
+  void finish_response(const Request& request, Response& response, SiteRuntime* site);
+  void write_head(const Request* request, Response& response, bool keep_alive);
+  void flush();
+  void become_idle_or_wait();
+  void finish_closing();
+  bool ensure_registered();
+  void release_buffer();
+  void set_timer(event::TimerList& list);
+
+  Worker& worker_;
+  int fd_;
+  State state_ = State::kHead;
+  bool registered_ = false;
+  bool keep_alive_ = true;      // false once a response said Connection: close
+  bool peer_closed_ = false;    // read returned 0
+  bool read_blocked_ = false;   // readable data left unread while output was blocked
+  bool linger_on_close_ = false;  // closing on an error: the client may still be sending
+  uint32_t requests_ = 0;
+  char* buffer_ = nullptr;
+  uint32_t start_ = 0;  // first unconsumed byte
+  uint32_t end_ = 0;    // one past the last received byte
+  std::unique_ptr<OutputQueue> pending_;  // what the socket has not taken yet
+  http1::RequestParser parser_;
+  uint64_t discard_remaining_ = 0;
+  std::unique_ptr<http1::ChunkedDecoder> chunked_;
+  std::unique_ptr<BodyWait> body_wait_;
+  union {
+    sockaddr sa;
+    sockaddr_in v4;
+    sockaddr_in6 v6;
+  } peer_{};
+  socklen_t peer_len_ = 0;
+};
+
+}  // namespace peregrine::server

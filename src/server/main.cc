@@ -1,0 +1,46 @@
+// The peregrine binary: command line -> configuration snapshot -> ServerProcess.
+#include <cstdio>
+#include <string>
+
+#include "config/cli.h"
+#include "core/log.h"
+#include "server/server_process.h"
+
+using namespace peregrine;
+
+int main(int argc, char** argv) {
+  config::CommandLineResult parsed = config::parse_command_line(argc, argv);
+  if (!parsed.error.empty()) {
+    std::fprintf(stderr, "peregrine: %s\n\n%s", parsed.error.c_str(), config::usage().c_str());
+    return 2;
+  }
+  const config::CommandLine& cli = parsed.cli;
+  if (cli.help) {
+    std::fputs(config::usage().c_str(), stdout);
+    return 0;
+  }
+  if (cli.version) {
+    std::printf("peregrine %s\n", PEREGRINE_VERSION);
+    return 0;
+  }
+  config::LoadResult loaded = config::build_config(cli);
+  if (!loaded.config) {
+    for (const config::ConfigError& e : loaded.errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
+    std::fprintf(stderr, "peregrine: configuration %s has %zu error(s)\n",
+                 cli.config_file.empty() ? "(command line)" : cli.config_file.c_str(),
+                 loaded.errors.size());
+    return 1;
+  }
+  if (cli.test_only) {
+    std::printf("peregrine: configuration %s is valid\n", loaded.config->source.c_str());
+    return 0;
+  }
+  std::string error;
+  if (!log::open(loaded.config->error_log, &error)) {
+    std::fprintf(stderr, "peregrine: cannot open error log %s\n", error.c_str());
+    return 1;
+  }
+  log::set_level(loaded.config->log_level);
+  server::ServerProcess process(loaded.config, {}, [cli] { return config::build_config(cli); });
+  return process.run();
+}

@@ -1,0 +1,59 @@
+// A worker's runnable view of one configuration snapshot: every route's handler instantiated
+// for this worker (static handlers with their own file caches), every site's access log buffer.
+// Rebuilt when a new snapshot arrives; connections in the middle of a request keep the old one.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/clock.h"
+#include "handlers/static/mime.h"
+#include "handlers/static/static_handler.h"
+#include "peregrine/handler.h"
+#include "peregrine/ref_counted.h"
+#include "server/access_log.h"
+
+namespace peregrine::server {
+
+// Application handlers an embedding program registered by name. Each worker calls the factory
+// once per route that names it; returning one shared, thread-safe instance is fine.
+using HandlerFactory = std::function<std::shared_ptr<Handler>()>;
+using HandlerRegistry = std::map<std::string, HandlerFactory, std::less<>>;
+
+struct RouteRuntime {
+  const config::Route* config;
+  std::shared_ptr<Handler> handler;
+};
+
+struct SiteRuntime {
+  const config::Site* config;
+  std::vector<RouteRuntime> routes;
+  std::unique_ptr<static_files::StaticHandler> error_pages;  // null without error_pages
+  std::unique_ptr<AccessLogBuffer> access_log;                // null when off
+};
+
+class RouteTable : public RefCounted {
+ public:
+  // Fails (returns null, `error` set) when a handler cannot be set up, e.g. an application
+  // handler name nobody registered.
+  static Ref<RouteTable> build(std::shared_ptr<const config::Config> config, const Clock& clock,
+                               const HandlerRegistry& registry, AccessLogWriter& log_writer,
+                               std::string* error);
+
+  const config::Config& config() const { return *config_; }
+  SiteRuntime& site_for(std::string_view host);
+  SiteRuntime& default_site() { return sites_[config_->default_site]; }
+  std::vector<SiteRuntime>& sites() { return sites_; }
+  void flush_logs();
+
+ private:
+  std::shared_ptr<const config::Config> config_;
+  std::unique_ptr<static_files::MimeTable> mime_;
+  std::vector<SiteRuntime> sites_;
+};
+
+}  // namespace peregrine::server

@@ -1,0 +1,278 @@
+#include "server/worker.h"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/log.h"
+#include "http/http_date.h"
+#include "server/connection.h"
+
+namespace peregrine::server {
+
+// The only way in from other threads: a locked slot and an eventfd to wake the loop.
+class Worker::Mailbox final : public event::Pollable {
+ public:
+  explicit Mailbox(Worker& worker) : worker_(worker), fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+  ~Mailbox() { ::close(fd_); }
+  int fd() const { return fd_; }
+  void on_ready(uint32_t) override {
+    uint64_t ignored;
+    while (::read(fd_, &ignored, sizeof ignored) > 0) {
+    }
+    worker_.handle_mail();
+  }
+  void wake() {
+    uint64_t one = 1;
+    ssize_t ignored = ::write(fd_, &one, sizeof one);
+    (void)ignored;
+  }
+
+  std::mutex mutex;
+  std::shared_ptr<const config::Config> config;  // guarded by mutex
+  int stop = 0;                                  // 1 graceful, 2 now; guarded by mutex
+
+ private:
+  Worker& worker_;
+  int fd_;
+};
+
+BufferPool::~BufferPool() {
+  for (char* b : free_) std::free(b);
+}
+
+char* BufferPool::acquire() {
+  if (!free_.empty()) {
+    char* b = free_.back();
+    free_.pop_back();
+    return b;
+  }
+  char* b = static_cast<char*>(std::malloc(size_));
+  if (!b) std::abort();
+  return b;
+}
+
+void BufferPool::release(char* buffer) {
+  if (free_.size() < kMaxFree) {
+    free_.push_back(buffer);
+  } else {
+    std::free(buffer);
+  }
+}
+
+void Listener::on_ready(uint32_t) { worker_.accept_from(*this); }
+
+void Listener::close() {
+  if (fd_ < 0) return;
+  worker_.poller().remove(fd_);
+  ::close(fd_);
+  fd_ = -1;
+}
+
+Worker::Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config::Config> config,
+               const HandlerRegistry& registry, AccessLogWriter& log_writer, int total_workers)
+    : id_(id),
+      poller_(event::make_epoll_poller()),
+      registry_(registry),
+      log_writer_(log_writer),
+      total_workers_(total_workers),
+      mailbox_(std::make_unique<Mailbox>(*this)),
+      // Room for the largest head the parser accepts plus some body bytes behind it. A reload
+      // that raises max_header_bytes takes effect for heads up to this size (restart for more).
+      buffers_(config->limits.max_header_bytes + 4096) {
+  for (int fd : listen_fds) listeners_.push_back(std::make_unique<Listener>(*this, fd));
+  clock_.update();
+  routes_ = RouteTable::build(std::move(config), clock_, registry_, log_writer_, &error_);
+  if (!routes_) return;
+  scratch_output_.bytes().reserve(64 * 1024);
+  refresh_date();
+  apply_limits();
+}
+
+Worker::~Worker() {
+  if (routes_) stop_now();
+  for (Connection* c : closed_) delete c;
+  for (auto& l : listeners_) l->close();
+}
+
+void Worker::apply_limits() {
+  const config::Limits& l = limits();
+  header_timers.set_duration(l.header_timeout.count());
+  keepalive_timers.set_duration(l.keepalive_timeout.count());
+  body_timers.set_duration(l.body_timeout.count());
+  send_timers.set_duration(l.send_timeout.count());
+  linger_timers.set_duration(2000);
+  max_connections_ = (l.max_connections + total_workers_ - 1) / total_workers_;
+}
+
+void Worker::refresh_date() {
+  char date[32];
+  size_t n = http::format_http_date(clock_.wall_seconds, date);
+  date_second_ = clock_.wall_seconds;
+  date_server_.assign("Date: ").append(date, n).append("\r\n");
+  const std::string& server = routes_->config().server_header;
+  if (!server.empty()) date_server_.append("Server: ").append(server).append("\r\n");
+}
+
+void Worker::post_config(std::shared_ptr<const config::Config> config) {
+  {
+    std::lock_guard lock(mailbox_->mutex);
+    mailbox_->config = std::move(config);
+  }
+  mailbox_->wake();
+}
+
+void Worker::post_stop(bool graceful) {
+  {
+    std::lock_guard lock(mailbox_->mutex);
+    mailbox_->stop = std::max(mailbox_->stop, graceful ? 1 : 2);
+  }
+  mailbox_->wake();
+}
+
+void Worker::handle_mail() {
+  std::shared_ptr<const config::Config> config;
+  int stop;
+  {
+    std::lock_guard lock(mailbox_->mutex);
+    config = std::move(mailbox_->config);
+    stop = mailbox_->stop;
+  }
+  if (config) {
+    std::string error;
+    Ref<RouteTable> table = RouteTable::build(config, clock_, registry_, log_writer_, &error);
+    if (table) {
+      routes_->flush_logs();
+      routes_ = table;  // connections mid-request hold the old table until they finish
+      apply_limits();
+      refresh_date();
+    } else {
+      LOG_ERROR("worker %d: new configuration not applied: %s", id_, error.c_str());
+    }
+  }
+  if (stop == 2) {
+    stopping_ = true;
+  } else if (stop == 1 && !draining_) {
+    start_drain();
+  }
+}
+
+void Worker::accept_from(Listener& listener) {
+  // Level-triggered listener, bounded batch: a flood of connects cannot starve the others.
+  for (int i = 0; i < 64; ++i) {
+    sockaddr_storage addr;
+    socklen_t len = sizeof addr;
+    int fd = accept4(listener.fd(), reinterpret_cast<sockaddr*>(&addr), &len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) {
+        if (++refused_connections_ % 1000 == 1)
+          LOG_ERROR("worker %d: out of file descriptors (%s); raise the limit (ulimit -n)", id_,
+                    std::strerror(errno));
+      }
+      return;
+    }
+    if (connection_count_ >= max_connections_ || draining_) {
+      refuse(fd);
+      continue;
+    }
+    auto* connection = new Connection(*this, fd, reinterpret_cast<sockaddr*>(&addr), len);
+    connection->next = connections_;
+    if (connections_) connections_->prev = connection;
+    connections_ = connection;
+    ++connection_count_;
+    connection->start();
+  }
+}
+
+void Worker::refuse(int fd) {
+  // Over the connection limit: answer 503 and close, rather than leave the client hanging in
+  // the backlog. Read what arrived first so the close does not turn into a reset.
+  static constexpr std::string_view kBusy =
+      "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\n"
+      "Content-Type: text/plain\r\nContent-Length: 20\r\n\r\nserver at capacity.\n";
+  char sink[4096];
+  ssize_t ignored = ::read(fd, sink, sizeof sink);
+  ignored = ::send(fd, kBusy.data(), kBusy.size(), MSG_NOSIGNAL);
+  (void)ignored;
+  ::shutdown(fd, SHUT_WR);
+  ::close(fd);
+  if (++refused_connections_ % 1000 == 1)
+    LOG_WARN("worker %d: at max_connections (%zu), refusing new connections", id_, max_connections_);
+}
+
+void Worker::close_connection(Connection* connection) {
+  if (connection->prev) connection->prev->next = connection->next;
+  else connections_ = connection->next;
+  if (connection->next) connection->next->prev = connection->prev;
+  connection->prev = connection->next = nullptr;
+  --connection_count_;
+  closed_.push_back(connection);
+}
+
+void Worker::run_timers() {
+  const int64_t now = clock_.monotonic_ms;
+  for (event::TimerList* list :
+       {&header_timers, &keepalive_timers, &body_timers, &send_timers, &linger_timers}) {
+    while (event::TimerNode* node = list->pop_expired(now)) {
+      Connection* c = reinterpret_cast<Connection*>(reinterpret_cast<char*>(node) -
+                                                    offsetof(Connection, timer));
+      c->on_timeout();
+    }
+  }
+}
+
+void Worker::start_drain() {
+  draining_ = true;
+  drain_deadline_ms_ = clock_.monotonic_ms + limits().shutdown_timeout.count();
+  for (auto& l : listeners_) l->close();
+  for (Connection* c = connections_; c;) {
+    Connection* next = c->next;
+    c->drain();
+    c = next;
+  }
+}
+
+void Worker::stop_now() {
+  while (connections_) connections_->close_now();
+  if (routes_) routes_->flush_logs();
+}
+
+void Worker::run() {
+  for (auto& l : listeners_) {
+    if (!poller_->add(l->fd(), event::kReadable, l.get()))
+      LOG_ERROR("worker %d: cannot watch a listening socket: %s", id_, std::strerror(errno));
+  }
+  poller_->add(mailbox_->fd(), event::kReadable, mailbox_.get());
+  constexpr int kEvents = 512;
+  event::ReadyEvent events[kEvents];
+  while (!stopping_) {
+    int64_t timeout = 1000;  // at least once a second: the Date header and log flushes
+    for (event::TimerList* list :
+         {&header_timers, &keepalive_timers, &body_timers, &send_timers, &linger_timers}) {
+      int64_t next = list->next_in(clock_.monotonic_ms);
+      if (next >= 0 && next < timeout) timeout = next;
+    }
+    int n = poller_->wait(static_cast<int>(timeout), events, kEvents);
+    clock_.update();
+    if (clock_.wall_seconds != date_second_) {
+      refresh_date();
+      routes_->flush_logs();
+    }
+    for (int i = 0; i < n; ++i) events[i].target->on_ready(events[i].readiness);
+    run_timers();
+    for (Connection* c : closed_) delete c;
+    closed_.clear();
+    if (draining_ && (connection_count_ == 0 || clock_.monotonic_ms >= drain_deadline_ms_)) break;
+  }
+  stop_now();
+  for (Connection* c : closed_) delete c;
+  closed_.clear();
+}
+
+}  // namespace peregrine::server

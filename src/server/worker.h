@@ -1,0 +1,131 @@
+// One worker thread: its own event loop, listening sockets (SO_REUSEPORT), connections, timers,
+// buffers and route table. Nothing here is touched by another thread except the mailbox.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/clock.h"
+#include "event/poller.h"
+#include "event/timer_list.h"
+#include "peregrine/request.h"
+#include "peregrine/response.h"
+#include "server/output_queue.h"
+#include "server/route_table.h"
+
+namespace peregrine::server {
+
+class Connection;
+class Worker;
+
+class Listener final : public event::Pollable {
+ public:
+  Listener(Worker& worker, int fd) : worker_(worker), fd_(fd) {}
+  void on_ready(uint32_t readiness) override;
+  int fd() const { return fd_; }
+  void close();
+
+ private:
+  Worker& worker_;
+  int fd_;
+};
+
+// Read buffers are borrowed only while a connection has bytes to parse, and given back when it
+// goes idle, so idle keep-alive connections hold no buffer at all.
+class BufferPool {
+ public:
+  explicit BufferPool(size_t buffer_size) : size_(buffer_size) {}
+  ~BufferPool();
+  char* acquire();
+  void release(char* buffer);
+  size_t buffer_size() const { return size_; }
+
+ private:
+  static constexpr size_t kMaxFree = 256;
+  size_t size_;
+  std::vector<char*> free_;
+};
+
+class Worker {
+ public:
+  // Builds the worker's route table from `config`; check ok() before run().
+  Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config::Config> config,
+         const HandlerRegistry& registry, AccessLogWriter& log_writer, int total_workers);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  bool ok() const { return static_cast<bool>(routes_); }
+  const std::string& error() const { return error_; }
+  void run();  // the thread's body; returns when stopped
+
+  // ---- Called from other threads ----
+  void post_config(std::shared_ptr<const config::Config> config);
+  void post_stop(bool graceful);
+
+  // ---- Used by connections and listeners (worker thread only) ----
+  void accept_from(Listener& listener);
+  void close_connection(Connection* connection);  // deferred delete at the end of the batch
+  event::Poller& poller() { return *poller_; }
+  const Clock& clock() const { return clock_; }
+  RouteTable& routes() { return *routes_; }
+  Ref<RouteTable> routes_ref() { return routes_; }
+  const config::Limits& limits() const { return routes_->config().limits; }
+  BufferPool& buffers() { return buffers_; }
+  OutputQueue& scratch_output() { return scratch_output_; }
+  Request& scratch_request() { return scratch_request_; }
+  Response& scratch_response() { return scratch_response_; }
+  std::string_view date_and_server_lines() const { return date_server_; }
+  bool draining() const { return draining_; }
+
+  event::TimerList header_timers{0};
+  event::TimerList keepalive_timers{0};
+  event::TimerList body_timers{0};
+  event::TimerList send_timers{0};
+  event::TimerList linger_timers{0};
+
+ private:
+  class Mailbox;
+  void apply_limits();
+  void refresh_date();
+  void run_timers();
+  void handle_mail();
+  void start_drain();
+  void stop_now();
+  void refuse(int fd);
+
+  int id_;
+  std::string error_;
+  std::unique_ptr<event::Poller> poller_;
+  Clock clock_;
+  Ref<RouteTable> routes_;
+  const HandlerRegistry& registry_;
+  AccessLogWriter& log_writer_;
+  int total_workers_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::unique_ptr<Mailbox> mailbox_;
+  BufferPool buffers_;
+  OutputQueue scratch_output_;
+  Request scratch_request_;
+  Response scratch_response_;
+  std::string date_server_;  // "Date: ...\r\nServer: ...\r\n", rebuilt once a second
+  time_t date_second_ = -1;
+
+  Connection* connections_ = nullptr;  // intrusive list of live connections
+  size_t connection_count_ = 0;
+  size_t max_connections_ = 0;
+  std::vector<Connection*> closed_;  // freed after the current batch of events
+  bool draining_ = false;
+  bool stopping_ = false;
+  int64_t drain_deadline_ms_ = 0;
+  time_t last_log_flush_ = 0;
+  uint64_t refused_connections_ = 0;
+
+  friend class Connection;
+};
+
+}  // namespace peregrine::server
