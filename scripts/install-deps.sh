@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Peregrine needs to build, test and benchmark, when any is missing.
+# Runs apt-get update once, and only when something has to be installed.
+set -euo pipefail
+
+build_packages=(g++ cmake ninja-build pkg-config libtomlplusplus-dev libpcre2-dev liburing-dev
+                libgtest-dev)
+test_packages=(clang libclang-rt-14-dev python3 curl apache2-utils wrk nginx-light)
+bench_packages=(h2o lighttpd)
+
+wanted=("${build_packages[@]}")
+case "${1:-build}" in
+  build) ;;
+  test) wanted+=("${test_packages[@]}") ;;
+  bench) wanted+=("${test_packages[@]}" "${bench_packages[@]}") ;;
+  *) echo "usage: $0 [build|test|bench]" >&2; exit 2 ;;
+esac
+
+missing=()
+for pkg in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "installing: ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+# Package scripts must not start services (nginx, lighttpd, h2o): the tests start their own.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+  $sudo chmod +x "$policy"
+  trap '$sudo rm -f "$policy"' EXIT
+fi
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
