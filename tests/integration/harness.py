@@ -1,0 +1,527 @@
+"""Shared code for Peregrine's integration tests.
+
+Every test drives the real server binary (PEREGRINE_BIN) with real clients: http.client, raw
+sockets, curl and ab. A server is started per test on an ephemeral port (127.0.0.1:0); the port is
+read from the `listening on 127.0.0.1:PORT` line the server logs. In tearDown every server a test
+started is stopped with SIGTERM and must exit with status 0 and leave no sanitizer report.
+
+Run a file directly: /usr/bin/python3 tests/integration/test_static.py [-v] [TestClass.test_name]
+"""
+
+import email.utils
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+PEREGRINE_BIN = os.environ.get("PEREGRINE_BIN") or os.path.join(REPO, "build/release/peregrine")
+HELLO_BIN = os.environ.get("HELLO_BIN") or os.path.join(os.path.dirname(PEREGRINE_BIN), "hello")
+
+LISTEN_RE = re.compile(rb"listening on 127\.0\.0\.1:(\d+)")
+SANITIZER_MARKERS = (b"AddressSanitizer", b"LeakSanitizer", b"UndefinedBehaviorSanitizer",
+                     b"ThreadSanitizer", b"runtime error")
+
+START_TIMEOUT = 10.0
+STOP_TIMEOUT = 10.0
+
+
+def q(text):
+    """A TOML basic string for `text` (JSON string escapes are valid TOML)."""
+    return json.dumps(str(text))
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_tree(root, files):
+    """Create files under root. `files` maps relative paths to bytes or str contents."""
+    for rel, content in files.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if isinstance(content, str):
+            content = content.encode()
+        with open(path, "wb") as f:
+            f.write(content)
+
+
+def make_config(root, *, top="", limits="", site="", routes="", extra_sites="", workers=1,
+                access_log="off", hosts=("localhost",)):
+    """A TOML config with one default site rooted at `root`, listening on 127.0.0.1:0.
+
+    top: top-level keys; limits: keys of [limits]; site: more keys of the [[site]];
+    routes: [[site.route]] tables of that site; extra_sites: further [[site]] tables.
+    """
+    hosts_toml = "[" + ", ".join(q(h) for h in hosts) + "]"
+    return (
+        f'listen = ["127.0.0.1:0"]\n'
+        f"workers = {workers}\n"
+        f"{top}\n"
+        f"[limits]\n{limits}\n\n"
+        f"[[site]]\n"
+        f"hosts = {hosts_toml}\n"
+        f"default = true\n"
+        f"root = {q(root)}\n"
+        f"access_log = {q(access_log)}\n"
+        f"{site}\n"
+        f"{routes}\n"
+        f"{extra_sites}\n"
+    )
+
+
+class ServerProcess:
+    """One running server process. stdout and stderr go to files in `workdir`."""
+
+    def __init__(self, argv, workdir, log_path=None, name="server"):
+        self.argv = list(argv)
+        self.workdir = workdir
+        self.name = name
+        self.stdout_path = os.path.join(workdir, f"{name}.stdout")
+        self.stderr_path = os.path.join(workdir, f"{name}.stderr")
+        # Where the `listening on` line is expected (stderr unless error_log points elsewhere).
+        self.log_path = log_path or self.stderr_path
+        self.proc = None
+        self.port = None
+        self.exit_code = None
+        self.expect_exit = False  # set once a test stops or waits for the server itself
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def start(self, timeout=START_TIMEOUT):
+        if not os.path.exists(self.argv[0]):
+            raise RuntimeError(f"server binary {self.argv[0]} does not exist (build it first, "
+                               f"or set PEREGRINE_BIN / HELLO_BIN)")
+        self._out = open(self.stdout_path, "wb")
+        self._err = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self._out,
+                                     stderr=self._err, cwd=self.workdir)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = LISTEN_RE.search(self._read(self.log_path))
+            if m:
+                self.port = int(m.group(1))
+                if self.port != 0:
+                    return self
+            if self.proc.poll() is not None:
+                self.expect_exit = True  # reported here; tearDown need not repeat it
+                self._close_files()
+                raise RuntimeError(
+                    f"{self.name} exited with status {self.proc.returncode} before listening: "
+                    f"{self.argv}\n--- stderr ---\n{self.stderr()}\n--- stdout ---\n{self.stdout()}")
+            time.sleep(0.02)
+        self.proc.kill()
+        self.proc.wait()
+        self.expect_exit = True
+        self._close_files()
+        raise RuntimeError(f"{self.name} did not log 'listening on 127.0.0.1:PORT' within "
+                           f"{timeout}s: {self.argv}\n--- stderr ---\n{self.stderr()}")
+
+    @staticmethod
+    def _read(path):
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+    def stderr(self):
+        return self._read(self.stderr_path).decode("utf-8", "replace")
+
+    def stdout(self):
+        return self._read(self.stdout_path).decode("utf-8", "replace")
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait(self, timeout):
+        """Wait for exit; returns the exit status, or None if still running after `timeout`."""
+        self.expect_exit = True
+        try:
+            self.exit_code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self._close_files()
+        return self.exit_code
+
+    def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
+        """Send `sig` and wait; returns the exit status (negative: killed by that signal). A server
+        that does not exit in time is SIGKILLed and reported as -9."""
+        if self.proc is None:
+            return None
+        self.expect_exit = True
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            if self.wait(timeout) is None:
+                self.proc.kill()
+                self.proc.wait()
+                self.exit_code = -9
+        else:
+            self.exit_code = self.proc.returncode
+        self._close_files()
+        return self.exit_code
+
+    # Defined after stop(): inside the class body this name shadows the signal module.
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def sanitizer_report(self):
+        data = self._read(self.stderr_path) + self._read(self.stdout_path)
+        if self.log_path != self.stderr_path:
+            data += self._read(self.log_path)
+        for marker in SANITIZER_MARKERS:
+            if marker in data:
+                return data.decode("utf-8", "replace")
+        return None
+
+    def _close_files(self):
+        for f in (getattr(self, "_out", None), getattr(self, "_err", None)):
+            if f and not f.closed:
+                f.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Raw HTTP client: exact bytes on the wire, pipelining, and observing connection close.
+# --------------------------------------------------------------------------------------------
+
+class RawResponse:
+    def __init__(self, version, status, reason, headers, body, head_bytes):
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # list of (name, value), in order, names as sent
+        self.body = body
+        self.head_bytes = head_bytes
+
+    def header(self, name, default=None):
+        name = name.lower()
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return default
+
+    def header_all(self, name):
+        name = name.lower()
+        return [v for k, v in self.headers if k.lower() == name]
+
+    def connection_tokens(self):
+        tokens = set()
+        for v in self.header_all("connection"):
+            tokens.update(t.strip().lower() for t in v.split(",") if t.strip())
+        return tokens
+
+    def __repr__(self):
+        return (f"<RawResponse {self.version} {self.status} {self.reason!r} "
+                f"headers={self.headers} body={self.body[:200]!r}>")
+
+
+class ConnectionClosed(Exception):
+    pass
+
+
+class RawClient:
+    """A TCP connection speaking bytes; reads responses one at a time, in order."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=5.0, rcvbuf=None):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout)
+        self.sock.connect((host, port))
+        self.buf = bytearray()
+        self.eof = False
+        self.timeout = timeout
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode("latin-1")
+        self.sock.sendall(data)
+
+    def _fill(self, timeout=None):
+        """Read more bytes into buf. Returns False on EOF (or reset)."""
+        if self.eof:
+            return False
+        self.sock.settimeout(self.timeout if timeout is None else timeout)
+        try:
+            chunk = self.sock.recv(262144)
+        except ConnectionResetError:
+            chunk = b""
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf += chunk
+        return True
+
+    def _read_line(self):
+        while b"\r\n" not in self.buf:
+            if not self._fill():
+                raise ConnectionClosed(f"connection closed while reading a line; got {bytes(self.buf)!r}")
+        idx = self.buf.find(b"\r\n")
+        line = bytes(self.buf[:idx])
+        del self.buf[:idx + 2]
+        return line
+
+    def _read_exact(self, n):
+        while len(self.buf) < n:
+            if not self._fill():
+                raise ConnectionClosed(f"connection closed with {len(self.buf)} of {n} body bytes")
+        data = bytes(self.buf[:n])
+        del self.buf[:n]
+        return data
+
+    def read_head(self):
+        while b"\r\n\r\n" not in self.buf:
+            if not self._fill():
+                raise ConnectionClosed(f"connection closed before a response head; got {bytes(self.buf)!r}")
+        idx = self.buf.find(b"\r\n\r\n")
+        head = bytes(self.buf[:idx])
+        del self.buf[:idx + 4]
+        lines = head.split(b"\r\n")
+        m = re.match(rb"^(HTTP/\d\.\d) (\d{3})(?: (.*))?$", lines[0])
+        if not m:
+            raise AssertionError(f"malformed status line {lines[0]!r}")
+        headers = []
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep or not name or name != name.strip():
+                raise AssertionError(f"malformed response header line {line!r}")
+            headers.append((name.decode("latin-1"), value.strip().decode("latin-1")))
+        return (m.group(1).decode(), int(m.group(2)), (m.group(3) or b"").decode("latin-1"),
+                headers, head + b"\r\n\r\n")
+
+    def read_response(self, head_request=False, timeout=None):
+        """Read one response. 1xx responses are returned as they come (the caller reads again)."""
+        if timeout is not None:
+            self.timeout = timeout
+        version, status, reason, headers, head = self.read_head()
+        resp = RawResponse(version, status, reason, headers, b"", head)
+        if status < 200 or status in (204, 304) or head_request:
+            return resp
+        te = resp.header("transfer-encoding")
+        cl = resp.header("content-length")
+        if te is not None and te.lower().strip() == "chunked":
+            body = b""
+            while True:
+                size_line = self._read_line()
+                size = int(size_line.split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self._read_line() != b"":
+                        pass
+                    break
+                body += self._read_exact(size)
+                if self._read_exact(2) != b"\r\n":
+                    raise AssertionError("chunk data not followed by CRLF")
+            resp.body = body
+        elif cl is not None:
+            resp.body = self._read_exact(int(cl))
+        else:
+            while self._fill():
+                pass
+            resp.body, self.buf = bytes(self.buf), bytearray()
+        return resp
+
+    def read_final_response(self, head_request=False):
+        """Skip any 1xx interim responses."""
+        while True:
+            resp = self.read_response(head_request=head_request)
+            if resp.status >= 200:
+                return resp
+
+    def request(self, method, path, headers=None, body=b"", version="HTTP/1.1", host="localhost"):
+        """Send one well-formed request and read its response."""
+        self.send(build_request(method, path, headers, body, version, host))
+        return self.read_final_response(head_request=(method == "HEAD"))
+
+    def wait_closed(self, timeout=2.0):
+        """True if the server closes (EOF or RST) within `timeout` with no further bytes sent.
+        Bytes that do arrive are left in self.buf (and the result is False)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.buf:
+                return False
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            try:
+                if not self._fill(timeout=remaining):
+                    return True
+            except (socket.timeout, TimeoutError):
+                return False
+
+    def read_until_close(self, timeout=5.0):
+        """All bytes until EOF; raises AssertionError if the connection stays open."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"connection still open after {timeout}s; got {bytes(self.buf)[:300]!r}")
+            try:
+                if not self._fill(timeout=remaining):
+                    data, self.buf = bytes(self.buf), bytearray()
+                    return data
+            except (socket.timeout, TimeoutError):
+                raise AssertionError(f"connection still open after {timeout}s; got {bytes(self.buf)[:300]!r}")
+
+
+def build_request(method, path, headers=None, body=b"", version="HTTP/1.1", host="localhost"):
+    if isinstance(body, str):
+        body = body.encode()
+    lines = [f"{method} {path} {version}"]
+    hdrs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+    names = {k.lower() for k, _ in hdrs}
+    if host is not None and "host" not in names:
+        lines.append(f"Host: {host}")
+    if body and "content-length" not in names and "transfer-encoding" not in names:
+        lines.append(f"Content-Length: {len(body)}")
+    for k, v in hdrs:
+        lines.append(f"{k}: {v}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def parse_http_date(value):
+    return email.utils.parsedate_to_datetime(value)
+
+
+# --------------------------------------------------------------------------------------------
+# The TestCase base class.
+# --------------------------------------------------------------------------------------------
+
+class ServerTestCase(unittest.TestCase):
+    """Gives each test a temp dir (self.tmp) and starts servers that tearDown stops and checks."""
+
+    maxDiff = 4000
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="peregrine-it-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self._servers = []
+
+    def tearDown(self):
+        problems = []
+        for srv in self._servers:
+            if srv.proc is None:
+                continue
+            was_running = srv.running()
+            if not was_running and not srv.expect_exit:
+                problems.append(f"{srv.name} {srv.argv} exited during the test with status "
+                                f"{srv.proc.returncode}\n--- stderr (tail) ---\n{srv.stderr()[-3000:]}")
+            code = srv.stop()
+            if was_running and code != 0:
+                problems.append(f"{srv.name} {srv.argv} exit status on SIGTERM was {code}, "
+                                f"expected 0\n--- stderr (tail) ---\n{srv.stderr()[-3000:]}")
+            report = srv.sanitizer_report()
+            if report:
+                problems.append(f"{srv.name} sanitizer report:\n{report[-6000:]}")
+        if problems:
+            self.fail("\n".join(problems))
+
+    def stop_ok(self, srv, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
+        """Stop `srv` with `sig`; it must exit with status 0 within `timeout`."""
+        code = srv.stop(sig, timeout)
+        self.assertEqual(code, 0, f"exit status after {signal.Signals(sig).name} was {code} (-9: did not "
+                                  f"exit within {timeout}s)\n--- stderr (tail) ---\n{srv.stderr()[-3000:]}")
+
+    # ---- starting servers ----
+
+    def make_root(self, files=None, name="www"):
+        root = os.path.join(self.tmp, name)
+        os.makedirs(root, exist_ok=True)
+        write_tree(root, files or {})
+        return root
+
+    def start_argv(self, argv, log_path=None, name="peregrine"):
+        srv = ServerProcess(argv, self.tmp, log_path=log_path, name=f"{name}{len(self._servers)}")
+        self._servers.append(srv)
+        srv.start()
+        return srv
+
+    def start_quick(self, root, workers=1, access_log="off", extra=()):
+        argv = [PEREGRINE_BIN, "--listen", "127.0.0.1:0", "--root", root]
+        if workers is not None:
+            argv += ["--workers", str(workers)]
+        if access_log is not None:
+            argv += ["--access-log", access_log]
+        return self.start_argv(argv + list(extra))
+
+    def write_config(self, text, name="peregrine.toml"):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def start_config(self, text, name="peregrine.toml", log_path=None):
+        path = self.write_config(text, name)
+        srv = self.start_argv([PEREGRINE_BIN, "-c", path], log_path=log_path)
+        srv.config_path = path
+        return srv
+
+    # ---- clients ----
+
+    def http(self, port, method, path, headers=None, body=None, timeout=5.0):
+        """One request on a new http.client connection: (status, HTTPMessage headers, body)."""
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            resp = conn.getresponse()
+            return resp.status, resp.headers, resp.read()
+        finally:
+            conn.close()
+
+    def get(self, port, path, headers=None):
+        return self.http(port, "GET", path, headers=headers)
+
+    def raw(self, port, timeout=5.0, rcvbuf=None):
+        client = RawClient(port, timeout=timeout, rcvbuf=rcvbuf)
+        self.addCleanup(client.close)
+        return client
+
+    def raw_request(self, port, method, path, headers=None, body=b"", version="HTTP/1.1",
+                    host="localhost"):
+        with RawClient(port) as c:
+            return c.request(method, path, headers, body, version, host)
+
+    def assert_serving(self, srv, path="/", msg=""):
+        """The server still answers a plain request (it did not crash or wedge)."""
+        self.assertTrue(srv.running(), f"server exited ({srv.proc.returncode}) {msg}\n"
+                                       f"--- stderr ---\n{srv.stderr()[-3000:]}")
+        status, _, _ = self.get(srv.port, path)
+        self.assertLess(status, 500, f"server answers {status} to GET {path} {msg}")
+
+    def wait_for(self, predicate, timeout=3.0, interval=0.05, msg="condition"):
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                self.fail(f"timed out after {timeout}s waiting for {msg}")
+            time.sleep(interval)
+
+
+def main():
+    unittest.main(verbosity=2)
