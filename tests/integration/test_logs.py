@@ -1,0 +1,246 @@
+"""Access logs: combined format (default), JSON, off, stdout; one line per request, also with
+several workers; SIGUSR1 reopens log files; error_log to a file."""
+
+import datetime
+import json
+import os
+import re
+import signal
+import threading
+import time
+
+from harness import RawClient, ServerTestCase, main, make_config, q
+
+COMBINED = re.compile(
+    r'^(?P<ip>\S+) - (?P<user>\S+) \[(?P<time>[^\]]+)\] "(?P<request>[^"]*)" (?P<status>\d{3}) '
+    r'(?P<size>\d+|-) "(?P<referer>[^"]*)" "(?P<ua>[^"]*)"$')
+
+FILES = {"hello.txt": b"hello\n", "index.html": b"<p>index</p>\n"}
+
+
+def read_lines(path):
+    try:
+        with open(path, "rb") as f:
+            return [line.decode("utf-8") for line in f.read().splitlines()]
+    except FileNotFoundError:
+        return []
+
+
+def first_key(record, *names):
+    for n in names:
+        if n in record:
+            return record[n]
+    raise AssertionError(f"none of the keys {names} in JSON log record {record}")
+
+
+class AccessLogTest(ServerTestCase):
+    def start_with_log(self, fmt=None, workers=1):
+        root = self.make_root(FILES)
+        self.log_path = os.path.join(self.tmp, "logs", "access.log")
+        os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
+        site = f"access_log_format = {q(fmt)}" if fmt else ""
+        text = make_config(root, site=site, access_log=self.log_path, workers=workers)
+        return self.start_config(text)
+
+    def wait_lines(self, n, path=None, timeout=3.0):
+        path = path or self.log_path
+        return self.wait_for(lambda: (lambda ls: ls if len(ls) >= n else None)(read_lines(path)),
+                             timeout=timeout, msg=f"{n} access log line(s) in {path} (have {read_lines(path)})")
+
+    def test_combined_format(self):
+        srv = self.start_with_log()
+        before = datetime.datetime.now(datetime.timezone.utc)
+        status, _, body = self.get(srv.port, "/hello.txt",
+                                   {"Referer": "http://ref.example/page", "User-Agent": "it-agent/1.0"})
+        self.assertEqual(status, 200)
+        lines = self.wait_lines(1)
+        self.assertEqual(len(lines), 1, lines)
+        m = COMBINED.match(lines[0])
+        self.assertIsNotNone(m, f"not a combined log line: {lines[0]!r}")
+        self.assertEqual(m["ip"], "127.0.0.1")
+        self.assertEqual(m["request"], "GET /hello.txt HTTP/1.1")
+        self.assertEqual(m["status"], "200")
+        self.assertEqual(m["size"], str(len(body)))
+        self.assertEqual(m["referer"], "http://ref.example/page")
+        self.assertEqual(m["ua"], "it-agent/1.0")
+        t = datetime.datetime.strptime(m["time"], "%d/%b/%Y:%H:%M:%S %z")
+        self.assertLess(abs((t - before).total_seconds()), 30, m["time"])
+
+    def test_one_line_per_request_with_missing_fields(self):
+        srv = self.start_with_log()
+        with RawClient(srv.port) as c:
+            c.send(b"GET /hello.txt?a=1&b=2 HTTP/1.1\r\nHost: x\r\n\r\n")
+            r1 = c.read_response()
+            c.send(b"GET /missing HTTP/1.1\r\nHost: x\r\n\r\n")
+            r2 = c.read_response()
+            c.send(b"HEAD /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            c.read_response(head_request=True)
+        with RawClient(srv.port) as c:
+            c.send(b"GET / HTTP/1.0\r\n\r\n")
+            r4 = c.read_response()
+        lines = self.wait_lines(4)
+        time.sleep(0.3)
+        lines = read_lines(self.log_path)
+        self.assertEqual(len(lines), 4, lines)
+        parsed = [COMBINED.match(line) for line in lines]
+        self.assertTrue(all(parsed), lines)
+        # A HEAD sends no body: "0" (nginx) or "-" (Apache's %b) are both the combined format.
+        got = [(m["request"], m["status"], "0" if m["size"] == "-" else m["size"], m["referer"], m["ua"])
+               for m in parsed]
+        self.assertEqual(got, [
+            ("GET /hello.txt?a=1&b=2 HTTP/1.1", "200", str(len(r1.body)), "-", "-"),
+            ("GET /missing HTTP/1.1", "404", str(len(r2.body)), "-", "-"),
+            ("HEAD /hello.txt HTTP/1.1", "200", "0", "-", "-"),
+            ("GET / HTTP/1.0", "200", str(len(r4.body)), "-", "-"),
+        ])
+
+    def test_combined_escapes_quotes(self):
+        srv = self.start_with_log()
+        self.get(srv.port, "/hello.txt", {"User-Agent": 'evil" 200 "x', "Referer": "a\\b"})
+        lines = self.wait_lines(1)
+        self.assertEqual(len(lines), 1, lines)
+        # The raw quote must not appear unescaped: the line keeps exactly the fields of the format.
+        self.assertNotIn('evil" 200 "x', lines[0], f"unescaped quote in the log: {lines[0]!r}")
+        self.assertTrue(lines[0].startswith('127.0.0.1 - - ['), lines[0])
+
+    def test_json_format(self):
+        srv = self.start_with_log("json")
+        status, _, body = self.get(srv.port, "/hello.txt?x=1",
+                                   {"User-Agent": 'json "agent" \\ \u00e9', "Referer": "http://r.example/"})
+        self.get(srv.port, "/nope")
+        lines = self.wait_lines(2)
+        self.assertEqual(len(lines), 2, lines)
+        recs = []
+        for line in lines:
+            try:
+                recs.append(json.loads(line))
+            except ValueError as e:
+                self.fail(f"access log line is not JSON ({e}): {line!r}")
+        rec = recs[0]
+        self.assertTrue(str(first_key(rec, "time", "timestamp", "ts", "time_local", "time_iso8601")))
+        self.assertEqual(first_key(rec, "remote_addr", "remote", "client", "client_ip", "ip"), "127.0.0.1")
+        self.assertEqual(first_key(rec, "method", "request_method"), "GET")
+        self.assertIn(first_key(rec, "path", "uri", "request_uri", "target"), ("/hello.txt", "/hello.txt?x=1"))
+        self.assertEqual(int(first_key(rec, "status")), 200)
+        self.assertEqual(int(first_key(rec, "bytes", "body_bytes_sent", "bytes_sent", "size")), len(body))
+        self.assertEqual(first_key(rec, "user_agent", "http_user_agent", "ua", "userAgent"),
+                         'json "agent" \\ \u00e9')
+        self.assertEqual(int(first_key(recs[1], "status")), 404)
+
+    def test_off(self):
+        root = self.make_root(FILES)
+        before = set(os.listdir(self.tmp))
+        srv = self.start_config(make_config(root, access_log="off"))
+        for _ in range(3):
+            self.get(srv.port, "/hello.txt", {"User-Agent": "should-not-be-logged"})
+        self.stop_ok(srv)
+        self.assertEqual(srv.stdout(), "", "access_log = off but stdout got output")
+        self.assertNotIn("should-not-be-logged", srv.stderr())
+        self.assertNotIn("GET /hello.txt", srv.stderr())
+        new = set(os.listdir(self.tmp)) - before
+        self.assertEqual({n for n in new if not n.startswith("peregrine")}, set(), "unexpected files created")
+
+    def test_sigterm_flushes(self):
+        srv = self.start_with_log()
+        for i in range(7):
+            self.get(srv.port, f"/hello.txt?i={i}")
+        self.stop_ok(srv)
+        lines = read_lines(self.log_path)
+        self.assertEqual([COMBINED.match(line)["request"] for line in lines],
+                         [f"GET /hello.txt?i={i} HTTP/1.1" for i in range(7)])
+
+    def test_many_workers_many_lines(self):
+        srv = self.start_with_log(workers=2)
+        n_threads, per_thread = 6, 50
+        errors = []
+
+        def run(t):
+            try:
+                with RawClient(srv.port) as c:
+                    for i in range(per_thread):
+                        r = c.request("GET", f"/hello.txt?t={t}&i={i}", {"User-Agent": f"thread-{t}"})
+                        if r.status != 200:
+                            errors.append(r.status)
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=run, args=(t,)) for t in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(errors, [])
+        self.stop_ok(srv)
+        lines = read_lines(self.log_path)
+        self.assertEqual(len(lines), n_threads * per_thread)
+        seen = set()
+        for line in lines:
+            m = COMBINED.match(line)
+            self.assertIsNotNone(m, f"garbled line (interleaved writes?): {line!r}")
+            seen.add(m["request"])
+        self.assertEqual(len(seen), n_threads * per_thread, "duplicate or missing request lines")
+
+    def test_sigusr1_reopens(self):
+        srv = self.start_with_log()
+        self.get(srv.port, "/hello.txt?before")
+        self.wait_lines(1)
+        rotated = self.log_path + ".1"
+        os.rename(self.log_path, rotated)
+        srv.signal(signal.SIGUSR1)
+        self.wait_for(lambda: os.path.exists(self.log_path), timeout=3,
+                      msg="the access log to be re-created at its path after SIGUSR1")
+        self.get(srv.port, "/hello.txt?after")
+        new_lines = self.wait_lines(1)
+        self.assertEqual(len(new_lines), 1, new_lines)
+        self.assertIn("GET /hello.txt?after HTTP/1.1", new_lines[0])
+        old = read_lines(rotated)
+        self.assertEqual(len(old), 1, old)
+        self.assertIn("GET /hello.txt?before HTTP/1.1", old[0])
+        self.assertTrue(srv.running())
+
+
+class StdoutAndQuickModeLogTest(ServerTestCase):
+    def test_quick_mode_stdout(self):
+        root = self.make_root(FILES)
+        srv = self.start_quick(root, access_log="stdout")
+        self.get(srv.port, "/hello.txt", {"User-Agent": "quick-ua"})
+        line = self.wait_for(lambda: [ln for ln in srv.stdout().splitlines() if "quick-ua" in ln],
+                             timeout=3, msg="the access log line on stdout")[0]
+        m = COMBINED.match(line)
+        self.assertIsNotNone(m, line)
+        self.assertEqual((m["request"], m["status"]), ("GET /hello.txt HTTP/1.1", "200"))
+
+    def test_quick_mode_path(self):
+        root = self.make_root(FILES)
+        path = os.path.join(self.tmp, "quick-access.log")
+        srv = self.start_quick(root, access_log=path)
+        self.get(srv.port, "/hello.txt")
+        self.stop_ok(srv)
+        lines = read_lines(path)
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn('"GET /hello.txt HTTP/1.1" 200 6 ', lines[0])
+
+    def test_quick_mode_off(self):
+        root = self.make_root(FILES)
+        srv = self.start_quick(root, access_log="off")
+        self.get(srv.port, "/hello.txt")
+        self.stop_ok(srv)
+        self.assertNotIn("GET /hello.txt", srv.stdout() + srv.stderr())
+
+
+class ErrorLogTest(ServerTestCase):
+    def test_error_log_file_and_reopen(self):
+        root = self.make_root(FILES)
+        err_path = os.path.join(self.tmp, "error.log")
+        text = make_config(root, top=f"error_log = {q(err_path)}")
+        srv = self.start_config(text, log_path=err_path)
+        self.assertIn("listening on 127.0.0.1:", "\n".join(read_lines(err_path)))
+        os.rename(err_path, err_path + ".1")
+        srv.signal(signal.SIGUSR1)
+        self.wait_for(lambda: os.path.exists(err_path), timeout=3,
+                      msg="the error log to be re-created at its path after SIGUSR1")
+        self.assertEqual(self.get(srv.port, "/hello.txt")[0], 200)
+
+
+if __name__ == "__main__":
+    main()
