@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 
 #include "handlers/static/mime.h"
 #include "http/http_date.h"
@@ -16,15 +17,39 @@
 namespace peregrine::static_files {
 namespace {
 
-int openat2_beneath(int dir_fd, const char* path, int flags) {
-  open_how how{};
-  how.flags = static_cast<uint64_t>(flags) | O_CLOEXEC;
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-  long fd;
-  do {
-    fd = syscall(SYS_openat2, dir_fd, path, &how, sizeof how);
-  } while (fd < 0 && errno == EAGAIN);  // RESOLVE_CACHED is not used, but a rename race can say EAGAIN
-  return static_cast<int>(fd);
+// Without openat2 (kernels before 5.6, valgrind): open normally, then check where the
+// descriptor really points. Slower, but only cache misses pay.
+int open_and_verify_beneath(int dir_fd, const std::string& root, const char* path, int flags) {
+  int fd = openat(dir_fd, path, flags | O_CLOEXEC);
+  if (fd < 0) return fd;
+  char link[64], target[4096];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  ssize_t n = readlink(link, target, sizeof target);
+  std::string_view resolved(target, n > 0 ? static_cast<size_t>(n) : 0);
+  bool inside = n > 0 && resolved.starts_with(root) &&
+                (resolved.size() == root.size() || resolved[root.size()] == '/' || root == "/");
+  if (!inside) {
+    ::close(fd);
+    errno = EXDEV;
+    return -1;
+  }
+  return fd;
+}
+
+int openat2_beneath(int dir_fd, const std::string& root, const char* path, int flags) {
+  static bool available = true;  // per process; a benign race at worst re-tries openat2 once
+  if (available) {
+    open_how how{};
+    how.flags = static_cast<uint64_t>(flags) | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    long fd;
+    do {
+      fd = syscall(SYS_openat2, dir_fd, path, &how, sizeof how);
+    } while (fd < 0 && errno == EAGAIN);  // a concurrent rename can ask us to retry
+    if (fd >= 0 || errno != ENOSYS) return static_cast<int>(fd);
+    available = false;
+  }
+  return open_and_verify_beneath(dir_fd, root, path, flags);
 }
 
 int64_t mtime_ns_of(const struct stat& st) {
@@ -53,7 +78,7 @@ int FileCache::open_beneath(std::string_view rel_path, int flags) const {
   std::string rel(rel_path.substr(1));
   if (rel.empty()) rel = ".";
   if (root_.symlinks_outside) return openat(root_.dir_fd, rel.c_str(), flags | O_CLOEXEC);
-  return openat2_beneath(root_.dir_fd, rel.c_str(), flags);
+  return openat2_beneath(root_.dir_fd, root_.path, rel.c_str(), flags);
 }
 
 bool FileCache::still_valid(const CachedFile& entry, std::string_view rel_path) const {
