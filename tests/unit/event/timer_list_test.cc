@@ -1,0 +1,57 @@
+#include "event/timer_list.h"
+
+#include <gtest/gtest.h>
+
+namespace peregrine::event {
+namespace {
+
+TEST(TimerList, ExpiresInDeadlineOrder) {
+  TimerList list(100);
+  TimerNode a, b, c;
+  list.arm(a, 0);
+  list.arm(b, 10);
+  list.arm(c, 20);
+  EXPECT_EQ(list.next_in(0), 100);
+  EXPECT_EQ(list.pop_expired(99), nullptr);
+  EXPECT_EQ(list.pop_expired(110), &a);
+  EXPECT_EQ(list.pop_expired(110), &b);
+  EXPECT_EQ(list.pop_expired(110), nullptr);
+  EXPECT_FALSE(a.armed());
+  EXPECT_TRUE(c.armed());
+}
+
+TEST(TimerList, RearmMovesToTail) {
+  TimerList list(100);
+  TimerNode a, b;
+  list.arm(a, 0);
+  list.arm(b, 10);
+  list.arm(a, 50);  // a is pushed back behind b
+  EXPECT_EQ(list.pop_expired(200), &b);
+  EXPECT_EQ(list.pop_expired(200), &a);
+  EXPECT_TRUE(list.empty());
+}
+
+TEST(TimerList, DisarmFromMiddleAndMoveBetweenLists) {
+  TimerList header(10), idle(1000);
+  TimerNode a, b, c;
+  header.arm(a, 0);
+  header.arm(b, 0);
+  header.arm(c, 0);
+  TimerList::disarm(b);
+  idle.arm(c, 0);  // moving to another list unlinks it from the first
+  EXPECT_EQ(c.list, &idle);
+  EXPECT_EQ(header.pop_expired(10), &a);
+  EXPECT_EQ(header.pop_expired(10), nullptr);
+  EXPECT_TRUE(header.empty());
+  EXPECT_EQ(idle.next_in(0), 1000);
+  TimerList::disarm(b);  // disarming twice is harmless
+}
+
+TEST(TimerList, EmptyListHasNoDeadline) {
+  TimerList list(5);
+  EXPECT_EQ(list.next_in(0), -1);
+  EXPECT_EQ(list.pop_expired(1'000'000), nullptr);
+}
+
+}  // namespace
+}  // namespace peregrine::event
