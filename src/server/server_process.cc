@@ -176,16 +176,11 @@ int ServerProcess::run() {
   const int workers = worker_count(*config_);
   std::vector<std::vector<int>> listen_fds(static_cast<size_t>(workers));
   std::string error;
-  if (!bind_listeners(listen_fds, &error) || !drop_privileges(&error)) {
+  if (!bind_listeners(listen_fds, &error)) {
     LOG_ERROR("%s", error.c_str());
     for (auto& fds : listen_fds)
       for (int fd : fds) ::close(fd);
     return 1;
-  }
-  if (!config_->pid_file.empty()) {
-    std::ofstream pid(config_->pid_file, std::ios::trunc);
-    pid << getpid() << '\n';
-    if (!pid) LOG_WARN("cannot write pid file %s", config_->pid_file.c_str());
   }
 
   int status = 0;
@@ -193,6 +188,8 @@ int ServerProcess::run() {
     AccessLogWriter log_writer;
     std::vector<std::unique_ptr<Worker>> pool;
     std::vector<std::thread> threads;
+    // Workers open their roots and log files here, while we may still be root: a log under
+    // /var/log stays writable after the switch to an unprivileged user, as with nginx's master.
     for (int i = 0; i < workers; ++i) {
       pool.push_back(std::make_unique<Worker>(i, listen_fds[static_cast<size_t>(i)], config_,
                                               registry_, log_writer, workers));
@@ -205,6 +202,15 @@ int ServerProcess::run() {
     if (status != 0)  // workers own their listeners; close the ones never handed out
       for (size_t j = pool.size(); j < listen_fds.size(); ++j)
         for (int fd : listen_fds[j]) ::close(fd);
+    if (status == 0 && !config_->pid_file.empty()) {
+      std::ofstream pid(config_->pid_file, std::ios::trunc);
+      pid << getpid() << '\n';
+      if (!pid) LOG_WARN("cannot write pid file %s", config_->pid_file.c_str());
+    }
+    if (status == 0 && !drop_privileges(&error)) {
+      LOG_ERROR("%s", error.c_str());
+      status = 1;
+    }
     if (status == 0) {
       for (auto& worker : pool) threads.emplace_back([&worker] { worker->run(); });
       LOG_INFO("peregrine started: %d worker(s)", workers);
