@@ -675,6 +675,27 @@ mimetype.assign = (".txt" => "text/plain", ".html" => "text/html", ".bin" => "ap
 
 class Peregrine(Server):
     name = "peregrine"
+    fingerprints = []  # one entry per distinct binary seen while running (it may be rebuilt meanwhile)
+
+    @classmethod
+    def fingerprint(cls, path):
+        import hashlib
+        st = os.stat(path)
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return {"path": path, "sha256": h.hexdigest()[:16], "size": st.st_size,
+                "mtime": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(st.st_mtime))}
+
+    def start(self, args, check_paths, attempts=3):
+        fp = self.fingerprint(self.binary_path(args))
+        if not self.fingerprints or fp["sha256"] != self.fingerprints[-1]["sha256"]:
+            if self.fingerprints:
+                warn(f"peregrine binary changed during the run (now sha256 {fp['sha256']}, "
+                     f"built {fp['mtime']}): later scenarios measure a different build")
+            self.fingerprints.append(fp)
+        super().start(args, check_paths, attempts)
 
     @classmethod
     def binary_path(cls, args):
@@ -1089,6 +1110,13 @@ def print_load_table(name, sc, result, order, args):
             f"{fmt(s['p99_ms'], '8.2f')} {s['errors']:>7d} {fmt(s['rss_mb'], '7.1f')} "
             f"{fmt(s['server_cpu_util'] and 100 * s['server_cpu_util'], '7.0f')}% "
             f"{fmt(s['cpu_vs_nginx'], '11.2f')}x {fmt(s['cpu_vs_best_ref'], '10.2f')}x")
+    shared = [n for n in order if "summary" in result["servers"].get(n, {})
+              and (result["servers"][n]["summary"]["server_cpu_util"] or 1) < 0.85
+              and (result["servers"][n]["summary"]["cpu0_busy"] or 0) > 0.95]
+    if shared:
+        log(f"   note: CPU {SERVER_CPU} was fully busy but {', '.join(shared)} got less than 85% of it: other "
+            f"processes shared the CPU (load {result.get('loadavg', '?')}), so req/s and p99 are not "
+            f"comparable to a quiet machine and CPU/request is inflated by cache contention")
     log("   wrk commands:")
     for n in order:
         e = result["servers"].get(n)
@@ -1141,6 +1169,7 @@ def run_load_scenario(name, names, ctx, args):
     sc = SCENARIOS[name]
     result = {"description": sc["desc"], "servers": {}}
     active = []
+    result["loadavg"] = " ".join((read_file("/proc/loadavg", "") or "").split()[:3])
     for n in names:
         ok, why = SERVER_CLASSES[n].supports(name)
         if ok:
@@ -1343,7 +1372,21 @@ def main(argv):
     }
     log(f"peregrine bench: servers {', '.join(names)}; scenarios {', '.join(args.scenarios)}; "
         f"{args.runs} run(s) x {args.duration}s, warm-up {args.warmup}s")
-    log(f"versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    log("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    if "peregrine" in names:
+        fp = Peregrine.fingerprint(args.peregrine)
+        git = ""
+        try:
+            rc_, out, _ = run_cmd(["git", "-C", os.path.dirname(HERE), "rev-parse", "--short", "HEAD"], 10)
+            rc2, dirty, _ = run_cmd(["git", "-C", os.path.dirname(HERE), "status", "--porcelain",
+                                     "--untracked-files=no"], 10)
+            if rc_ == 0:
+                git = out.strip() + ("+dirty" if dirty.strip() else "")
+        except (BenchError, OSError):
+            pass
+        results["peregrine_binary"] = dict(fp, git=git)
+        log(f"peregrine binary: {fp['path']} sha256 {fp['sha256']} built {fp['mtime']}"
+            + (f" (tree {git})" if git else ""))
     log(f"machine: {results['machine']['cpu_model']}, {results['machine']['cpus']} CPUs, "
         f"kernel {results['machine']['kernel']}, load {results['machine']['loadavg_start']}")
     log(f"servers pinned to CPU {SERVER_CPU}, wrk/client to CPU {CLIENT_CPU}; RLIMIT_NOFILE {nofile}; temp dir {tmp}")
@@ -1365,6 +1408,8 @@ def main(argv):
             results["scenarios"][name] = res
             (print_idle_table if name == "idle10k" else print_load_table)(name, SCENARIOS[name], res, names, args)
         results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        if Peregrine.fingerprints:
+            results["peregrine_binaries"] = Peregrine.fingerprints
         results["machine"]["loadavg_end"] = (read_file("/proc/loadavg", "") or "").strip()
     except (ServerError, BenchError) as e:
         if rc == 0:
