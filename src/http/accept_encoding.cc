@@ -1,0 +1,98 @@
+#include "http/accept_encoding.h"
+
+#include <cstddef>
+
+namespace peregrine::http {
+namespace {
+
+constexpr bool is_ows(char c) {
+  return c == ' ' || c == '\t';
+}
+
+bool iequals(std::string_view a, std::string_view lower) {
+  if (a.size() != lower.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char c = a[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
+    if (c != lower[i]) return false;
+  }
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ), in thousandths; -1 if malformed.
+int parse_qvalue(std::string_view q) {
+  if (q.empty() || (q[0] != '0' && q[0] != '1')) return -1;
+  int value = (q[0] - '0') * 1000;
+  if (q.size() == 1) return value;
+  if (q[1] != '.' || q.size() > 5) return -1;
+  int scale = 100;
+  for (size_t i = 2; i < q.size(); ++i, scale /= 10) {
+    if (q[i] < '0' || q[i] > '9') return -1;
+    value += (q[i] - '0') * scale;
+  }
+  return value > 1000 ? -1 : value;
+}
+
+}  // namespace
+
+AcceptedEncodings parse_accept_encoding(std::string_view value) {
+  // Highest weight seen per coding, -1 = not listed.
+  int q_br = -1;
+  int q_gzip = -1;
+  int q_star = -1;
+
+  size_t pos = 0;
+  const size_t n = value.size();
+  while (pos <= n) {
+    size_t end = value.find(',', pos);
+    if (end == std::string_view::npos) end = n;
+    std::string_view element = value.substr(pos, end - pos);
+    pos = end + 1;
+
+    const size_t semi = element.find(';');
+    const std::string_view coding = trim(element.substr(0, semi));
+    if (coding.empty()) continue;
+
+    int q = 1000;
+    bool malformed = false;
+    std::string_view params =
+        semi == std::string_view::npos ? std::string_view{} : element.substr(semi + 1);
+    while (!params.empty()) {
+      const size_t next = params.find(';');
+      const std::string_view param = trim(params.substr(0, next));
+      params = next == std::string_view::npos ? std::string_view{} : params.substr(next + 1);
+      const size_t eq = param.find('=');
+      if (eq == std::string_view::npos) {
+        if (!param.empty()) malformed = true;  // a bare token is not a parameter
+        continue;
+      }
+      if (!iequals(trim(param.substr(0, eq)), "q")) continue;  // some other parameter
+      q = parse_qvalue(trim(param.substr(eq + 1)));
+      if (q < 0) malformed = true;
+    }
+    if (malformed) continue;
+
+    int* slot = nullptr;
+    if (iequals(coding, "br")) {
+      slot = &q_br;
+    } else if (iequals(coding, "gzip") || iequals(coding, "x-gzip")) {
+      slot = &q_gzip;
+    } else if (coding == "*") {
+      slot = &q_star;
+    }
+    if (slot != nullptr && q > *slot) *slot = q;
+  }
+
+  AcceptedEncodings result;
+  result.br = (q_br >= 0 ? q_br : q_star) > 0;
+  result.gzip = (q_gzip >= 0 ? q_gzip : q_star) > 0;
+  return result;
+}
+
+}  // namespace peregrine::http

@@ -1,0 +1,132 @@
+#include "http/accept_encoding.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace peregrine::http {
+namespace {
+
+// Feeds `fn` pseudo-random strings built from `alphabet`, each in an exact-size heap block so a
+// sanitizer build catches any read past its end.
+template <typename Fn>
+void for_random_inputs(std::string_view alphabet, size_t max_len, int count, Fn fn) {
+  uint64_t x = 0x2545F4914F6CDD1Dull;
+  for (int iter = 0; iter < count; ++iter) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const size_t len = x % (max_len + 1);
+    std::unique_ptr<char[]> buf(new char[len == 0 ? 1 : len]);
+    uint64_t y = x;
+    for (size_t i = 0; i < len; ++i) {
+      y = y * 6364136223846793005ull + 1442695040888963407ull;
+      buf[i] = alphabet[(y >> 33) % alphabet.size()];
+    }
+    fn(std::string_view(buf.get(), len));
+  }
+}
+
+void expect(std::string_view value, bool br, bool gzip) {
+  const AcceptedEncodings a = parse_accept_encoding(value);
+  EXPECT_EQ(a.br, br) << "br for: " << value;
+  EXPECT_EQ(a.gzip, gzip) << "gzip for: " << value;
+}
+
+TEST(AcceptEncoding, EmptyMeansIdentityOnly) {
+  expect("", false, false);
+  expect("   ", false, false);
+  expect(",,", false, false);
+  expect("identity", false, false);
+}
+
+TEST(AcceptEncoding, BrowserDefaults) {
+  expect("gzip, deflate, br", true, true);
+  expect("gzip, deflate, br, zstd", true, true);
+  expect("gzip, deflate", false, true);
+  expect("br", true, false);
+  expect("deflate", false, false);
+}
+
+TEST(AcceptEncoding, CaseInsensitive) {
+  expect("GZIP, BR", true, true);
+  expect("Gzip;Q=0.5", false, true);
+  expect("X-GZIP", false, true);
+}
+
+TEST(AcceptEncoding, XGzipIsGzip) {
+  expect("x-gzip", false, true);
+  expect("x-gzip;q=0", false, false);
+}
+
+TEST(AcceptEncoding, QZeroMeansNotAcceptable) {
+  expect("gzip;q=0", false, false);
+  expect("gzip;q=0.0", false, false);
+  expect("gzip;q=0.000", false, false);
+  expect("br;q=0, gzip", false, true);
+  expect("br, gzip;q=0", true, false);
+}
+
+TEST(AcceptEncoding, NonZeroQIsAcceptable) {
+  expect("gzip;q=0.001", false, true);
+  expect("gzip;q=0.5, br;q=1.0", true, true);
+  expect("gzip;q=1", false, true);
+  expect("gzip;q=1.000", false, true);
+  expect("br;q=0.1", true, false);
+}
+
+TEST(AcceptEncoding, WhitespaceTolerated) {
+  expect("  gzip  ,\tbr  ", true, true);
+  expect("gzip ; q=0", false, false);
+  expect("gzip;q = 0", false, false);
+  expect("gzip ;\tq=0.5 , br ; q=0", false, true);
+}
+
+TEST(AcceptEncoding, StarAppliesToUnlistedCodings) {
+  expect("*", true, true);
+  expect("*;q=0", false, false);
+  expect("gzip, *;q=0", false, true);
+  expect("br;q=0, *", false, true);
+  expect("*, gzip;q=0", true, false);
+  expect("identity;q=1, *;q=0", false, false);
+  expect("deflate, *;q=0.2", true, true);
+}
+
+TEST(AcceptEncoding, MalformedQIgnoresTheElement) {
+  expect("gzip;q=2", false, false);
+  expect("gzip;q=1.5", false, false);
+  expect("gzip;q=1.001", false, false);
+  expect("gzip;q=0.0001", false, false);
+  expect("gzip;q=abc", false, false);
+  expect("gzip;q=", false, false);
+  expect("gzip;q=-1", false, false);
+  expect("gzip;q=.5", false, false);
+  expect("gzip;q=2, br", true, false);
+  expect("gzip;q=2, *", true, true);  // gzip's own element is ignored; "*" then covers it
+}
+
+TEST(AcceptEncoding, RepeatedCodingTakesHighestWeight) {
+  expect("gzip;q=0, gzip", false, true);
+  expect("gzip, gzip;q=0", false, true);
+  expect("gzip;q=0, x-gzip;q=0.3", false, true);
+}
+
+TEST(AcceptEncoding, OtherParametersAreSkipped) {
+  expect("gzip;level=9", false, true);
+  expect("gzip;level=9;q=0", false, false);
+  expect("gzip;foo", false, false);
+}
+
+TEST(AcceptEncoding, SimilarNamesDoNotMatch) {
+  expect("gzipx, brotli, b, gz", false, false);
+  expect("x-br", false, false);
+}
+
+TEST(AcceptEncoding, RandomInputsAreSafe) {
+  for_random_inputs("gzipbr*x-;q=0.1, \t", 32, 100000,
+                    [](std::string_view s) { (void)parse_accept_encoding(s); });
+}
+
+}  // namespace
+}  // namespace peregrine::http
