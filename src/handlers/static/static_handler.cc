@@ -142,8 +142,7 @@ void StaticHandler::handle(const Request& request, Response& response) {
       path = scratch_;
     }
   }
-  if (!options_.dotfiles && http::path_has_dot_segment_start(path) &&
-      !http::path_is_well_known(request.path)) {
+  if (!options_.dotfiles && http::path_should_deny_dotfile(path)) {
     response.set_status(403);
     return;
   }
