@@ -57,6 +57,11 @@ def write_tree(root, files):
             f.write(content)
 
 
+# A site with [[site.route]] tables serves only what its routes match; this last route serves the
+# site root for everything else (inheriting the site's static options).
+STATIC_FALLBACK = '\n[[site.route]]\nprefix = "/"\n'
+
+
 def make_config(root, *, top="", limits="", site="", routes="", extra_sites="", workers=1,
                 access_log="off", hosts=("localhost",)):
     """A TOML config with one default site rooted at `root`, listening on 127.0.0.1:0.

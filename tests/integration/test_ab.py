@@ -4,7 +4,7 @@ import os
 import re
 import subprocess
 
-from harness import ServerTestCase, main, make_config
+from harness import STATIC_FALLBACK, ServerTestCase, main, make_config
 
 INDEX = b"<!doctype html><title>bench</title>\n" + b"<p>" + b"x" * 900 + b"</p>\n"
 ROUTES = """
@@ -12,7 +12,7 @@ ROUTES = """
 exact = "/ping"
 return = 200
 body = "pong"
-"""
+""" + STATIC_FALLBACK
 
 
 def ab(args, timeout=120):

@@ -1,10 +1,13 @@
 """HTTP/1.1 protocol behaviour: keep-alive, pipelining, request bodies (Content-Length and chunked),
 Expect: 100-continue, HEAD, OPTIONS, 405, 501, absolute-form targets, Host."""
 
+import os
+import re
 import socket
 import time
 
-from harness import RawClient, ServerTestCase, build_request, main, make_config, parse_http_date
+from harness import (STATIC_FALLBACK, RawClient, ServerTestCase, build_request, main, make_config,
+                     parse_http_date)
 
 FILES = {
     "index.html": "<!doctype html><title>home</title><p>home page</p>\n",
@@ -21,7 +24,7 @@ exact = "/echo"
 methods = ["GET", "HEAD", "POST", "PUT"]
 return = 200
 body = "ok"
-"""
+""" + STATIC_FALLBACK
 
 
 class Http1Test(ServerTestCase):
@@ -214,25 +217,52 @@ class Http1Test(ServerTestCase):
 
     # ---- Expect: 100-continue ----
 
-    def test_expect_100_continue(self):
+    def check_expect_continue(self, method, head_headers, body):
+        """RFC 9110 10.1.1: either an interim 100 Continue, then the final response once the body
+        is sent; or a final response right away, which then either closes the connection or (if
+        it stays open) reads the body that follows. Never a hang, never the body taken as the
+        next request."""
         c = self.raw(self.port)
-        c.send(build_request("POST", "/echo", {"Content-Length": "5", "Expect": "100-continue"}))
+        c.send(build_request(method, "/echo", dict(head_headers, Expect="100-continue")))
         r = c.read_response(timeout=3)
-        self.assertEqual(r.status, 100, f"expected an interim 100 Continue before sending the body, got {r}")
-        self.assertTrue(r.head_bytes.startswith(b"HTTP/1.1 100 Continue\r\n"), r.head_bytes)
-        c.send(b"hello")
-        r = c.read_response()
-        self.assertEqual((r.status, r.body), (200, b"ok"), r)
-        self.assertEqual(c.request("GET", "/a.txt").body, b"AAAA\n")
+        if r.status == 100:
+            self.assertTrue(r.head_bytes.startswith(b"HTTP/1.1 100 Continue\r\n"), r.head_bytes)
+            c.send(body)
+            r = c.read_response()
+            self.assertEqual((r.status, r.body), (200, b"ok"), r)
+        else:
+            self.assertEqual((r.status, r.body), (200, b"ok"), r)
+            if "close" in r.connection_tokens():
+                self.assertTrue(c.wait_closed(2), "response said Connection: close but the connection stayed open")
+                return
+            c.send(body)
+        self.assertEqual(c.request("GET", "/a.txt").body, b"AAAA\n", "request after the body")
+
+    def test_expect_100_continue(self):
+        self.check_expect_continue("POST", {"Content-Length": "5"}, b"hello")
 
     def test_expect_100_continue_chunked(self):
+        self.check_expect_continue("PUT", {"Transfer-Encoding": "chunked"}, b"4\r\nbody\r\n0\r\n\r\n")
+
+    def test_expect_with_body_already_sent(self):
+        # Clients (curl after a second, http.client always) may send the body without waiting.
         c = self.raw(self.port)
-        c.send(build_request("PUT", "/echo", {"Transfer-Encoding": "chunked", "Expect": "100-continue"}))
-        r = c.read_response(timeout=3)
-        self.assertEqual(r.status, 100, r)
-        c.send(b"4\r\nbody\r\n0\r\n\r\n")
-        r = c.read_response()
+        c.send(build_request("POST", "/echo", {"Content-Length": "5", "Expect": "100-continue"}) + b"hello"
+               + build_request("GET", "/a.txt"))
+        r = c.read_final_response()
         self.assertEqual((r.status, r.body), (200, b"ok"), r)
+        if "close" not in r.connection_tokens():
+            self.assertEqual(c.read_final_response().body, b"AAAA\n", "the body was taken for the next request")
+
+    def test_curl_expect_continue(self):
+        import subprocess
+        body_file = os.path.join(self.tmp, "upload.bin")
+        with open(body_file, "wb") as f:
+            f.write(b"u" * 200000)
+        r = subprocess.run(["curl", "-s", "-S", "--max-time", "10", "-H", "Expect: 100-continue",
+                            "--data-binary", "@" + body_file, f"http://127.0.0.1:{self.port}/echo",
+                            "-w", "\n%{http_code}"], capture_output=True, timeout=20)
+        self.assertEqual(r.stdout, b"ok\n200", r.stderr)
 
     def test_expect_100_continue_not_sent_when_body_is_refused(self):
         # POST to a static file is refused with 405: the body will not be read, so no 100.
@@ -364,6 +394,21 @@ class QuickModeTest(ServerTestCase):
         status, headers, body = self.get(srv.port, "/")
         self.assertEqual(status, 200)
         self.assertEqual(body, FILES["index.html"].encode())
+
+    def test_several_workers_share_the_port(self):
+        root = self.make_root(FILES)
+        srv = self.start_quick(root, workers=3)
+        ports = set(re.findall(r"listening on 127\.0\.0\.1:(\d+)", srv.stderr()))
+        self.assertEqual(ports, {str(srv.port)}, "workers listen on different ports")
+        clients = [RawClient(srv.port) for _ in range(150)]
+        try:
+            for c in clients:
+                c.send(build_request("GET", "/c.txt"))
+            for c in clients:
+                self.assertEqual(c.read_response().body, b"CCCCCCCCCCCC\n")
+        finally:
+            for c in clients:
+                c.close()
 
     def test_quick_mode_default_workers(self):
         root = self.make_root(FILES)

@@ -4,7 +4,7 @@ closed (a request smuggled behind it is never answered), and the server keeps se
 import socket
 import threading
 
-from harness import RawClient, ServerTestCase, main, make_config
+from harness import STATIC_FALLBACK, RawClient, ServerTestCase, main, make_config
 
 ROUTES = """
 [[site.route]]
@@ -12,7 +12,7 @@ exact = "/echo"
 methods = ["GET", "HEAD", "POST", "PUT"]
 return = 200
 body = "ok"
-"""
+""" + STATIC_FALLBACK
 
 H = "Host: localhost\r\n"
 SMUGGLED = b"GET /secret-follow-up HTTP/1.1\r\nHost: localhost\r\n\r\n"
@@ -131,6 +131,29 @@ class MalformedTest(ServerTestCase):
         r = c.read_response()
         self.assertEqual(r.status, 400, r)
         self.assertTrue(c.wait_closed(3), "connection open after 400 on a kept-alive connection")
+
+    def test_no_response_leaks_into_next_connection(self):
+        # Whatever state a connection closed for malformed input had (a response queued for the
+        # request before the bad bytes, a half-decoded body), the next connection on the freed
+        # slot gets exactly its own response and nothing else.
+        bad_bodies = [
+            "zz\r\nhello\r\n0\r\n\r\n",
+            "5\r\nhelloXX0\r\n\r\n",
+            f"{'f' * 32}\r\nhello\r\n0\r\n\r\n",
+        ]
+        for body in bad_bodies:
+            with self.subTest(body=body):
+                with RawClient(self.srv.port) as c1:
+                    c1.send(f"POST /echo HTTP/1.1\r\n{H}Transfer-Encoding: chunked\r\n\r\n{body}".encode())
+                    first = c1.read_until_close(timeout=3)
+                self.assertNotIn(b" 200 OK", first, f"a malformed chunked body was answered 200: {first!r}")
+                with RawClient(self.srv.port) as c2:
+                    c2.send(f"GET /hello.txt HTTP/1.1\r\n{H}Connection: close\r\n\r\n".encode())
+                    data = c2.read_until_close(timeout=3)
+                self.assertEqual(data.count(b"HTTP/1.1 "), 1,
+                                 f"the next connection got more than its own response: {data!r}")
+                self.assertTrue(data.startswith(b"HTTP/1.1 200 OK\r\n") and data.endswith(b"\r\n\r\nhello\n"),
+                                f"GET /hello.txt on a new connection got {data!r}")
 
     def test_pipelined_after_malformed_not_answered(self):
         # Content-Length + Transfer-Encoding: the classic smuggling vector. The second request

@@ -1,7 +1,7 @@
 """`return` routes: fixed bodies, redirects (301/302/307/308) with $1..$9 regex captures and $uri,
 route matching kinds (exact, prefix, extension, regex), first-match order, methods."""
 
-from harness import ServerTestCase, main, make_config
+from harness import STATIC_FALLBACK, ServerTestCase, main, make_config
 
 ROUTES = r"""
 [[site.route]]
@@ -84,7 +84,7 @@ body = "first"
 prefix = "/order"
 return = 200
 body = "second"
-"""
+""" + STATIC_FALLBACK
 
 
 class ReturnRoutesTest(ServerTestCase):

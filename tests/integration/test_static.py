@@ -12,7 +12,7 @@ import time
 import urllib.parse
 import urllib.request
 
-from harness import ServerTestCase, main, make_config, q, sha256
+from harness import STATIC_FALLBACK, ServerTestCase, main, make_config, q, sha256
 
 FIXED_MTIME = calendar.timegm((2020, 1, 1, 0, 0, 0))
 FIXED_HTTP_DATE = "Wed, 01 Jan 2020 00:00:00 GMT"
@@ -462,7 +462,7 @@ prefix = "/docs/"
 root = {q(other)}
 directory_listing = true
 index = ["home.html"]
-"""
+""" + STATIC_FALLBACK
         srv = self.start_config(make_config(root, routes=routes))
         self.assertEqual(self.get(srv.port, "/static/a.txt")[::2], (200, b"other a\n"))
         self.assertEqual(self.get(srv.port, "/assets/b.txt")[::2], (200, b"other assets b\n"))
