@@ -86,6 +86,7 @@ class SignalsTest(ServerTestCase):
                 break
         self.assertEqual(len(c.buf), BIG_SIZE, "in-flight response cut short by SIGQUIT")
         self.assertEqual(hashlib.sha256(c.buf).hexdigest(), hashlib.sha256(self.big).hexdigest())
+        c.buf = bytearray()
         self.assertTrue(c.wait_closed(5), "connection kept open after the in-flight response during shutdown")
         t0 = time.monotonic()
         code = self.srv.wait(5)

@@ -200,6 +200,9 @@ class ValidateTest(ServerTestCase):
         for _, _, msg, line in errs:
             if "hint" in msg:
                 self.assertRegex(msg, r"\(hint: .+\)$", line)
+        wrokers = [e for e in errs if "wrokers" in e[2]]
+        self.assertTrue(wrokers, f"no error names the unknown key 'wrokers':\n{r.stderr}")
+        self.assertRegex(wrokers[0][2], r"\(hint: .*workers.*\)$", "a misspelt key should get a hint naming the right one")
 
     def test_missing_file(self):
         r = subprocess.run([PEREGRINE_BIN, "-t", "-c", os.path.join(self.tmp, "nope.toml")],
@@ -307,7 +310,9 @@ class PidFileTest(ServerTestCase):
         pid_path = os.path.join(self.tmp, "run", "peregrine.pid")
         os.makedirs(os.path.dirname(pid_path))
         srv = self.start_config(make_config(root, top=f"pid_file = {q(pid_path)}"))
-        self.assertTrue(os.path.exists(pid_path), "pid_file not written")
+        # Written once the workers run, which may be a moment after the `listening on` line.
+        self.wait_for(lambda: os.path.exists(pid_path) and open(pid_path).read().strip(), timeout=2,
+                      msg="the pid_file to be written")
         with open(pid_path) as f:
             self.assertEqual(f.read().strip(), str(srv.pid))
 
