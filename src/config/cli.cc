@@ -1,0 +1,357 @@
+#include "config/cli.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string_view>
+#include <system_error>
+
+#include "config/listen_address.h"
+#include "config/validate.h"
+
+namespace peregrine::config {
+
+namespace {
+
+constexpr std::string_view kCommandLine = "<command line>";
+
+enum class Option {
+  kHelp, kVersion, kTest, kConfig, kListen, kRoot, kWorkers, kAccessLog, kPidFile, kErrorLog,
+  kLogLevel, kUser
+};
+
+struct OptionSpec {
+  std::string_view name;  // long form, without "--"
+  Option option;
+  bool takes_value;
+};
+
+constexpr OptionSpec kLongOptions[] = {
+    {"help", Option::kHelp, false},          {"version", Option::kVersion, false},
+    {"test", Option::kTest, false},          {"config", Option::kConfig, true},
+    {"listen", Option::kListen, true},       {"root", Option::kRoot, true},
+    {"workers", Option::kWorkers, true},     {"access-log", Option::kAccessLog, true},
+    {"pid-file", Option::kPidFile, true},    {"error-log", Option::kErrorLog, true},
+    {"log-level", Option::kLogLevel, true},  {"user", Option::kUser, true},
+};
+
+const OptionSpec* find_long(std::string_view name) {
+  for (const OptionSpec& spec : kLongOptions) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+const OptionSpec* find_short(char c) {
+  switch (c) {
+    case 'h': return find_long("help");
+    case 'v': return find_long("version");
+    case 't': return find_long("test");
+    case 'c': return find_long("config");
+    default: return nullptr;
+  }
+}
+
+// Stores one option; returns an error message or "".
+std::string apply(Option option, std::string_view shown, const std::string& value,
+                  CommandLine* cli) {
+  if (value.empty() && option != Option::kHelp && option != Option::kVersion &&
+      option != Option::kTest) {
+    return "option '" + std::string(shown) + "' needs a non-empty value";
+  }
+  switch (option) {
+    case Option::kHelp: cli->help = true; break;
+    case Option::kVersion: cli->version = true; break;
+    case Option::kTest: cli->test_only = true; break;
+    case Option::kConfig: cli->config_file = value; break;
+    case Option::kListen: cli->listen.push_back(value); break;
+    case Option::kRoot: cli->root = value; break;
+    case Option::kAccessLog: cli->access_log = value; break;
+    case Option::kPidFile: cli->pid_file = value; break;
+    case Option::kErrorLog: cli->error_log = value; break;
+    case Option::kUser: cli->user = value; break;
+    case Option::kWorkers: {
+      if (value == "auto") {
+        cli->workers = 0;
+        break;
+      }
+      int n = 0;
+      bool ok = value.size() <= 3 &&
+                value.find_first_not_of("0123456789") == std::string::npos;
+      if (ok) n = std::stoi(value);
+      if (!ok || n > 256) {
+        return "invalid value '" + value + "' for --workers (expected \"auto\" or 1..256)";
+      }
+      cli->workers = n;  // 0 is "auto" too
+      break;
+    }
+    case Option::kLogLevel: {
+      LogLevel level;
+      if (!detail::parse_log_level(value, &level)) {
+        return "invalid value '" + value +
+               "' for --log-level (expected debug, info, warn or error)";
+      }
+      cli->log_level = value;
+      break;
+    }
+  }
+  return "";
+}
+
+std::string current_directory() {
+  std::error_code ec;
+  std::string cwd = std::filesystem::current_path(ec).string();
+  return ec ? std::string("/") : cwd;
+}
+
+ConfigError cli_error(std::string message, std::string hint = {}) {
+  return ConfigError{SourcePos{std::string(kCommandLine), 0, 0}, std::move(message),
+                     std::move(hint)};
+}
+
+// The options that mean the same with or without a file.
+void apply_common(const CommandLine& cli, const std::string& cwd, Config* config,
+                  std::vector<ConfigError>* errors) {
+  if (cli.workers >= 0) config->workers = cli.workers;
+  if (!cli.pid_file.empty()) config->pid_file = detail::absolute_path(cli.pid_file, cwd);
+  if (!cli.error_log.empty()) {
+    if (cli.error_log == "stderr" || cli.error_log == "stdout") {
+      config->error_log = cli.error_log;
+    } else if (cli.error_log == "off") {
+      errors->push_back(cli_error("--error-log cannot be 'off'",
+                                  "use \"stderr\", \"stdout\" or a file path"));
+    } else {
+      config->error_log = detail::absolute_path(cli.error_log, cwd);
+    }
+  }
+  if (!cli.log_level.empty() && !detail::parse_log_level(cli.log_level, &config->log_level)) {
+    errors->push_back(cli_error("invalid --log-level '" + cli.log_level + "'",
+                                "one of: debug, info, warn, error"));
+  }
+  if (!cli.user.empty()) {
+    if (detail::user_exists(cli.user)) {
+      config->user = cli.user;
+    } else {
+      errors->push_back(cli_error("--user: user '" + cli.user + "' does not exist"));
+    }
+  }
+  if (!cli.access_log.empty()) {
+    for (Site& site : config->sites) detail::apply_access_log(cli.access_log, cwd, &site.access_log);
+  }
+}
+
+constexpr std::string_view kWelcomePage = R"html(<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Peregrine is running</title>
+<style>
+  body { font: 17px/1.6 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2933;
+         background: #f7f7f2; max-width: 38rem; margin: 5rem auto; padding: 0 1.25rem; }
+  h1 { font-weight: 650; letter-spacing: -0.01em; margin-bottom: 0.25rem; }
+  .lead { color: #52606d; margin-top: 0; }
+  pre { background: #1f2933; color: #f5f7fa; padding: 0.8rem 1rem; border-radius: 6px;
+        overflow-x: auto; }
+  code { font: 0.92em ui-monospace, "SFMono-Regular", Menlo, monospace; }
+  p code { background: #e4e7eb; padding: 0.1em 0.35em; border-radius: 4px; }
+</style>
+</head>
+<body>
+<h1>Peregrine is running</h1>
+<p class="lead">This welcome page is built in: the server has no site to serve yet.</p>
+<p>Serve a directory of files:</p>
+<pre><code>peregrine --root /path/to/site</code></pre>
+<p>or put them in <code>./www</code> and start Peregrine from that directory. For several
+sites, redirects and the rest, write a configuration file:</p>
+<pre><code>peregrine -c /etc/peregrine/peregrine.toml</code></pre>
+<p>Check a configuration without starting the server with <code>peregrine -t -c FILE</code>.</p>
+</body>
+</html>
+)html";
+
+}  // namespace
+
+CommandLineResult parse_command_line(int argc, const char* const* argv) {
+  CommandLineResult result;
+  CommandLine& cli = result.cli;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i] != nullptr ? argv[i] : "";
+    const OptionSpec* spec = nullptr;
+    std::string shown;
+    std::string value;
+    bool has_inline_value = false;
+
+    if (arg.starts_with("--") && arg.size() > 2) {
+      std::string_view name = arg.substr(2);
+      if (size_t eq = name.find('='); eq != std::string_view::npos) {
+        value = std::string(name.substr(eq + 1));
+        name = name.substr(0, eq);
+        has_inline_value = true;
+      }
+      shown = "--" + std::string(name);
+      spec = find_long(name);
+      if (spec == nullptr) {
+        std::vector<std::string_view> names;
+        for (const OptionSpec& s : kLongOptions) names.push_back(s.name);
+        std::string suggestion = detail::closest_match(name, names);
+        result.error = "unknown option '" + shown + "'";
+        if (!suggestion.empty()) result.error += " (did you mean '--" + suggestion + "'?)";
+        return result;
+      }
+    } else if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
+      shown = std::string(arg.substr(0, 2));
+      spec = find_short(arg[1]);
+      if (spec == nullptr) {
+        result.error = "unknown option '" + shown + "'";
+        return result;
+      }
+      if (arg.size() > 2) {
+        if (!spec->takes_value) {
+          result.error = "unexpected text after '" + shown + "' in '" + std::string(arg) + "'";
+          return result;
+        }
+        value = std::string(arg.substr(2));  // "-cFILE"
+        has_inline_value = true;
+      }
+    } else {
+      result.error = "unexpected argument '" + std::string(arg) + "'";
+      if (arg == "--") result.error = "unexpected '--': peregrine takes no file arguments";
+      return result;
+    }
+
+    if (!spec->takes_value && has_inline_value) {
+      result.error = "option '" + shown + "' takes no value";
+      return result;
+    }
+    if (spec->takes_value && !has_inline_value) {
+      if (i + 1 >= argc || argv[i + 1] == nullptr) {
+        result.error = "option '" + shown + "' needs a value";
+        return result;
+      }
+      value = argv[++i];
+    }
+    result.error = apply(spec->option, shown, value, &cli);
+    if (!result.error.empty()) return result;
+  }
+  return result;
+}
+
+std::string usage() {
+  return R"(Usage: peregrine [options]
+
+  -c, --config FILE        load the configuration from FILE (TOML)
+  -t, --test               check the configuration, print the result and exit
+      --listen ADDR        listen on ADDR; repeatable (default 127.0.0.1:8080)
+                           forms: 8080  *:80  :80  127.0.0.1:8080  [::1]:8080  localhost:8080
+      --root DIR           serve the files under DIR (default ./www, else a welcome page)
+      --workers N|auto     worker threads, 1..256 (default auto: one per core)
+      --access-log off|stdout|stderr|PATH
+                           access log, combined format (default stdout)
+      --pid-file PATH      write the process id to PATH
+      --error-log stderr|stdout|PATH
+      --log-level debug|info|warn|error
+      --user NAME          drop privileges to NAME after binding (when started as root)
+  -h, --help               show this help and exit
+  -v, --version            show the version and exit
+
+Options take "--opt value" or "--opt=value". Without -c, Peregrine serves one site built
+from these options. With -c FILE, --workers, --pid-file, --error-log, --log-level, --user
+and --access-log override the file; --listen and --root belong in the file.
+
+Signals: TERM/INT stop now, QUIT stops gracefully, HUP reloads the configuration,
+USR1 reopens the log files.
+)";
+}
+
+LoadResult build_config(const CommandLine& cli) {
+  LoadResult result;
+  try {
+    const std::string cwd = current_directory();
+
+    if (!cli.config_file.empty()) {
+      if (!cli.listen.empty()) {
+        result.errors.push_back(cli_error("--listen cannot be combined with -c",
+                                          "set listen = [...] in " + cli.config_file));
+      }
+      if (!cli.root.empty()) {
+        result.errors.push_back(cli_error("--root cannot be combined with -c",
+                                          "set root in a [[site]] of " + cli.config_file));
+      }
+      if (!result.errors.empty()) return result;
+      LoadResult loaded = load_file(cli.config_file);
+      if (!loaded.errors.empty()) return loaded;
+      auto config = std::make_shared<Config>(*loaded.config);
+      apply_common(cli, cwd, config.get(), &result.errors);
+      if (result.errors.empty()) result.config = std::move(config);
+      return result;
+    }
+
+    // Quick mode.
+    auto config = std::make_shared<Config>();
+    config->source = std::string(kCommandLine);
+    const SourcePos here{std::string(kCommandLine), 0, 0};
+    std::vector<std::string> listen = cli.listen;
+    if (listen.empty()) listen.push_back("127.0.0.1:8080");
+    for (const std::string& text : listen) {
+      ListenAddress address;
+      std::string message, hint;
+      if (!parse_listen_address(text, &address, &message, &hint)) {
+        result.errors.push_back(cli_error("--listen: " + message, hint));
+        continue;
+      }
+      address.pos = here;
+      bool duplicate = false;
+      for (const ListenAddress& other : config->listen) {
+        if (endpoint_port(address.addr) != 0 && same_endpoint(other.addr, address.addr)) duplicate = true;
+      }
+      if (duplicate) {
+        result.errors.push_back(cli_error("--listen: duplicate listen address '" + text + "'"));
+        continue;
+      }
+      config->listen.push_back(std::move(address));
+    }
+
+    Site site;
+    site.is_default = true;
+    site.pos = here;
+    site.access_log = AccessLog{AccessLogFormat::kCombined, "stdout"};
+    Route route;
+    route.match = MatchKind::kPrefix;
+    route.pattern = "/";
+    route.pos = here;
+
+    std::string root, problem;
+    std::error_code ec;
+    if (!cli.root.empty()) {
+      if (!detail::resolve_directory(cli.root, cwd, &root, &problem)) {
+        result.errors.push_back(cli_error("--root '" + cli.root + "' " + problem));
+      }
+    } else if (std::filesystem::is_directory(std::filesystem::path(cwd) / "www", ec)) {
+      detail::resolve_directory("www", cwd, &root, &problem);
+    }
+    if (!root.empty()) {
+      site.static_files.root = root;
+      route.handler = HandlerKind::kStatic;
+      route.static_files = site.static_files;
+    } else {
+      route.handler = HandlerKind::kReturn;
+      route.return_options.status = 200;
+      route.return_options.content_type = "text/html; charset=utf-8";
+      route.return_options.body = std::string(kWelcomePage);
+    }
+    site.routes.push_back(std::move(route));
+    config->sites.push_back(std::move(site));
+    config->default_site = 0;
+
+    apply_common(cli, cwd, config.get(), &result.errors);
+    if (result.errors.empty()) result.config = std::move(config);
+  } catch (const std::exception& e) {
+    result.config.reset();
+    result.errors.push_back(cli_error(std::string("internal error: ") + e.what()));
+  }
+  return result;
+}
+
+}  // namespace peregrine::config

@@ -1,0 +1,44 @@
+// The command line of the `peregrine` binary, and the configuration snapshot it implies:
+// either a TOML file (-c FILE, with a few overrides) or "quick mode", one site built from the
+// options alone.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace peregrine::config {
+
+struct CommandLine {
+  bool help = false, version = false, test_only = false;  // -h/--help, -v/--version, -t
+  std::string config_file;                 // -c FILE
+  std::vector<std::string> listen;         // --listen ADDR (repeatable)
+  std::string root;                        // --root DIR
+  int workers = -1;                        // --workers N (-1: not given)
+  std::string access_log;                  // --access-log off|PATH|stdout
+  std::string pid_file;                    // --pid-file PATH
+  std::string error_log;                   // --error-log PATH
+  std::string log_level;                   // --log-level L
+  std::string user;                        // --user NAME
+};
+
+struct CommandLineResult {
+  CommandLine cli;
+  std::string error;  // non-empty: print it and usage(), exit 2
+};
+
+// Accepts "--opt value" and "--opt=value" (and "-c FILE" / "-cFILE"). Later values of a
+// single-valued option replace earlier ones; --listen accumulates.
+CommandLineResult parse_command_line(int argc, const char* const* argv);
+
+std::string usage();
+
+// From the file when -c is given (then --workers, --pid-file, --error-log, --log-level, --user
+// and --access-log override the file's values; --listen/--root with -c is an error). Otherwise
+// quick mode: listen = --listen values or 127.0.0.1:8080; one default site serving --root, or
+// ./www when it exists, or else a built-in welcome page. Access log: combined to stdout unless
+// --access-log says otherwise.
+LoadResult build_config(const CommandLine& cli);
+
+}  // namespace peregrine::config
