@@ -1058,6 +1058,10 @@ def fmt(x, spec, none="-"):
     return none if x is None else format(x, spec)
 
 
+def ratio(x, width):
+    return ("-" if x is None else f"{x:.2f}x").rjust(width)
+
+
 def summarize_load(entry):
     runs = entry["runs"]
     rss, hwm = entry.get("rss_kb_after", (None, None))
@@ -1102,14 +1106,11 @@ def print_load_table(name, sc, result, order, args):
         if "skipped" in e:
             log(f"   {n:<10} skipped: {e['skipped']}")
             continue
-        if "failed" in e:
-            log(f"   {n:<10} FAILED: {e['failed'].splitlines()[0]}")
-            continue
         s = e["summary"]
         log(f"   {n:<10} {fmt(s['rps'], '10.0f')} {fmt(s['cpu_us_per_req'], '11.2f')} "
             f"{fmt(s['p99_ms'], '8.2f')} {s['errors']:>7d} {fmt(s['rss_mb'], '7.1f')} "
             f"{fmt(s['server_cpu_util'] and 100 * s['server_cpu_util'], '7.0f')}% "
-            f"{fmt(s['cpu_vs_nginx'], '11.2f')}x {fmt(s['cpu_vs_best_ref'], '10.2f')}x")
+            f"{ratio(s['cpu_vs_nginx'], 12)} {ratio(s['cpu_vs_best_ref'], 11)}")
     shared = [n for n in order if "summary" in result["servers"].get(n, {})
               and (result["servers"][n]["summary"]["server_cpu_util"] or 1) < 0.85
               and (result["servers"][n]["summary"]["cpu0_busy"] or 0) > 0.95]
@@ -1136,9 +1137,6 @@ def print_idle_table(name, sc, result, order, args):
             continue
         if "skipped" in e:
             log(f"   {n:<10} skipped: {e['skipped']}")
-            continue
-        if "failed" in e:
-            log(f"   {n:<10} FAILED: {e['failed'].splitlines()[0]}")
             continue
         s = e["summary"]
         log(f"   {n:<10} {fmt(s['rss_before_mb'], '10.1f')} {fmt(s['rss_after_mb'], '10.1f')} "
