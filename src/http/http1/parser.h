@@ -16,8 +16,8 @@ enum class ParseStatus : uint8_t { kNeedMore, kDone, kError };
 
 struct ParseResult {
   ParseStatus status = ParseStatus::kNeedMore;
-  size_t head_length = 0;    // kDone: bytes of the head, including the final CRLF CRLF
-  int error_status = 0;      // kError: 400, 414, 431, 501 or 505
+  size_t head_length = 0;         // kDone: bytes of the head, including the final CRLF CRLF
+  int error_status = 0;           // kError: 400, 414, 417, 431, 501 or 505
   const char* error_reason = "";  // kError: short text for the error log
 };
 
@@ -35,12 +35,21 @@ class RequestParser {
   // views into `buffer`. Strict per RFC 9112: see parser.cc for each rejected form.
   ParseResult parse(std::string_view buffer, Request& out);
 
-  // Forget scan progress; call before parsing the next request.
-  void reset() { scanned_ = 0; }
+  // Forget scan progress; call before parsing the next request. (parse() also forgets it by
+  // itself after returning kDone or kError, so a forgotten reset() is harmless.)
+  void reset() {
+    scanned_ = 0;
+    line_start_ = 0;
+    phase_ = Phase::kLeadingLines;
+  }
 
  private:
+  // Where the scan for the end of the head stands between calls.
+  enum class Phase : uint8_t { kLeadingLines, kRequestLine, kFields };
   ParserLimits limits_;
-  size_t scanned_ = 0;
+  size_t scanned_ = 0;     // bytes of `buffer` already examined
+  size_t line_start_ = 0;  // offset of the request line (after skipped leading CRLFs)
+  Phase phase_ = Phase::kLeadingLines;
 };
 
 // Decoder for the chunked transfer coding (RFC 9112 section 7.1). Pure and resumable: feed it
@@ -50,7 +59,7 @@ class ChunkedDecoder {
   enum class Status : uint8_t { kNeedMore, kData, kDone, kError };
   struct Result {
     Status status = Status::kNeedMore;
-    size_t consumed = 0;   // bytes of input used by this call
+    size_t consumed = 0;    // bytes of input used by this call
     std::string_view data;  // kData: body bytes (a view into the input)
   };
   // Returns at most one run of body bytes per call; call again with the rest of the input.
@@ -60,12 +69,28 @@ class ChunkedDecoder {
   void reset() { *this = ChunkedDecoder(); }
 
  private:
-  enum class State : uint8_t { kSize, kSizeExt, kSizeLf, kData, kDataCr, kDataLf, kTrailer, kTrailerLf, kTrailerLine, kDone };
+  enum class State : uint8_t {
+    kSize,          // hex digits of chunk-size
+    kSizeBws,       // whitespace after the size: only ";" may follow
+    kExtStart,      // after ";": optional whitespace, then an extension name
+    kExt,           // rest of the extensions, up to CR
+    kSizeLf,        // LF ending the size line
+    kData,          // chunk-data
+    kDataCr,        // CR after chunk-data
+    kDataLf,        // LF after chunk-data
+    kTrailerStart,  // start of a trailer line, or CR of the final empty line
+    kTrailerName,   // field-name of a trailer line
+    kTrailerValue,  // field-value up to CR
+    kTrailerLf,     // LF ending a trailer line
+    kFinalLf,       // LF of the final empty line
+    kDone,
+    kError,
+  };
   State state_ = State::kSize;
   uint64_t chunk_remaining_ = 0;
   uint64_t body_bytes_ = 0;
   uint32_t size_digits_ = 0;
-  uint32_t line_bytes_ = 0;  // bytes of the current size or trailer line, bounded
+  uint32_t line_bytes_ = 0;  // bytes of the current size line, or of the whole trailer section
 };
 
 }  // namespace peregrine::http1
