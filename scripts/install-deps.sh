@@ -3,7 +3,7 @@
 # Runs apt-get update once, and only when something has to be installed.
 set -euo pipefail
 
-build_packages=(g++ cmake ninja-build pkg-config libtomlplusplus-dev libpcre2-dev liburing-dev
+build_packages=(g++ cmake ninja-build pkg-config libtomlplusplus-dev libpcre2-dev liburing-dev libssl-dev
                 libgtest-dev)
 test_packages=(clang libclang-rt-14-dev python3 curl apache2-utils wrk nginx-light)
 bench_packages=(h2o lighttpd)
