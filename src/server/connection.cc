@@ -20,11 +20,14 @@ namespace peregrine::server {
 // views point there) while the body accumulates here, bounded by max_body_bytes.
 struct BodyWait {
   Request request;
-  Ref<RouteTable> routes;  // keeps the handler alive across a reload
-  SiteRuntime* site;
-  std::shared_ptr<Handler> handler;
+  Ref<RouteTable> routes;  // keeps the site and route alive across a reload
+  SiteRuntime* site = nullptr;
+  const RouteRuntime* route = nullptr;  // null: no route matched (404 once the body is read)
+  bool keep = false;                    // the handler wants the body; otherwise it is dropped
   std::string body;
+  uint64_t received = 0;
   uint64_t remaining = 0;  // Content-Length bodies
+  uint32_t origin = 0;     // where the body's bytes start in the read buffer (after the head)
 };
 
 namespace {
@@ -163,7 +166,6 @@ void Connection::process() {
     switch (state_) {
       case State::kHead: progressed = process_head(); break;
       case State::kBody: progressed = process_body(); break;
-      case State::kDiscard: progressed = process_discard(); break;
       default: break;
     }
     if (!progressed || !keep_alive_) break;
@@ -209,8 +211,7 @@ void Connection::handle_request(size_t head_length) {
   request.peer = &peer_.sa;
   request.peer_len = peer_len_;
 
-  RouteTable& routes = worker_.routes();
-  SiteRuntime& site = routes.site_for(request.host);
+  SiteRuntime& site = worker_.routes().site_for(request.host);
   if (request.target == "*") {
     request.path = "*";
   } else if (http::normalize_path(request.raw_path, request.path_storage) != http::PathStatus::kOk) {
@@ -223,65 +224,69 @@ void Connection::handle_request(size_t head_length) {
     respond_error(501, &request, &site);
     return;
   }
-  if (request.has_body() && request.content_length > 0 &&
+  if (request.content_length > 0 &&
       static_cast<uint64_t>(request.content_length) > worker_.limits().max_body_bytes) {
     respond_error(413, &request, &site);
     return;
   }
-
-  Response& response = worker_.scratch_response();
-  response.clear();
   const RouteRuntime* route = nullptr;
-  if (request.target == "*") {  // OPTIONS * asks about the server as a whole
-    response.set_status(204);
-    response.add_header("Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS");
-  } else {
+  if (request.target != "*") {
     for (const RouteRuntime& candidate : site.routes) {
       if (http::route_matches(*candidate.config, request.path)) {
         route = &candidate;
         break;
       }
     }
-    if (!route) {
-      response.set_status(404);
-    } else if (!route->config->methods.empty() &&
-               std::find(route->config->methods.begin(), route->config->methods.end(),
-                         request.method_text) == route->config->methods.end()) {
-      std::string allow;
-      for (const std::string& m : route->config->methods) allow.append(allow.empty() ? "" : ", ").append(m);
-      response.set_status(405);
-      response.add_header("Allow", allow);
-      route = nullptr;
-    }
   }
+  if (!request.has_body()) {
+    dispatch(request, site, route);
+    return;
+  }
+  const bool keep_body = route && route->handler->wants_body();
+  if (request.expect_continue && start_ == end_ && !keep_body) {
+    // RFC 9110 10.1.1: answer at once instead of inviting a body nobody will read, and close,
+    // since the client may send it anyway.
+    keep_alive_ = false;
+    linger_on_close_ = true;
+    dispatch(request, site, route);
+    return;
+  }
+  // The whole body is read before the handler runs, kept for a handler that wants it and
+  // dropped otherwise: framing errors and oversized bodies get their 400/413, and the response
+  // never races a client that is still sending.
+  body_wait_ = std::make_unique<BodyWait>();
+  body_wait_->request = request;
+  if (request.path.data() == request.path_storage.data())  // re-point at the copy's storage
+    body_wait_->request.path = body_wait_->request.path_storage;
+  body_wait_->routes = worker_.routes_ref();
+  body_wait_->site = &site;
+  body_wait_->route = route;
+  body_wait_->keep = keep_body;
+  body_wait_->origin = start_;
+  body_wait_->remaining = request.chunked ? 0 : static_cast<uint64_t>(request.content_length);
+  if (request.chunked) chunked_ = std::make_unique<http1::ChunkedDecoder>();
+  if (request.expect_continue && start_ == end_) worker_.scratch_output().append(kContinue);
+  state_ = State::kBody;
+}
 
-  if (request.has_body()) {
-    if (route && route->handler->wants_body()) {
-      body_wait_ = std::make_unique<BodyWait>();
-      body_wait_->request = request;
-      if (request.path.data() == request.path_storage.data())  // re-point at the copy's storage
-        body_wait_->request.path = body_wait_->request.path_storage;
-      body_wait_->routes = worker_.routes_ref();
-      body_wait_->site = &site;
-      body_wait_->handler = route->handler;
-      body_wait_->remaining = request.chunked ? 0 : static_cast<uint64_t>(request.content_length);
-      if (request.chunked) chunked_ = std::make_unique<http1::ChunkedDecoder>();
-      if (request.expect_continue && start_ == end_) worker_.scratch_output().append(kContinue);
-      state_ = State::kBody;
-      return;
-    }
-    if (request.expect_continue && start_ == end_) {
-      // We answer without the body: say so by closing rather than reading what was not sent yet.
-      keep_alive_ = false;
-    } else if (request.chunked) {
-      chunked_ = std::make_unique<http1::ChunkedDecoder>();
-      state_ = State::kDiscard;
-    } else {
-      discard_remaining_ = static_cast<uint64_t>(request.content_length);
-      state_ = State::kDiscard;
-    }
+void Connection::dispatch(Request& request, SiteRuntime& site, const RouteRuntime* route) {
+  Response& response = worker_.scratch_response();
+  response.clear();
+  if (request.target == "*") {  // OPTIONS * asks about the server as a whole
+    response.set_status(204);
+    response.add_header("Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS");
+  } else if (!route) {
+    response.set_status(404);
+  } else if (!route->config->methods.empty() &&
+             std::find(route->config->methods.begin(), route->config->methods.end(),
+                       request.method_text) == route->config->methods.end()) {
+    std::string allow;
+    for (const std::string& m : route->config->methods) allow.append(allow.empty() ? "" : ", ").append(m);
+    response.set_status(405);
+    response.add_header("Allow", allow);
+  } else {
+    route->handler->handle(request, response);
   }
-  if (route) route->handler->handle(request, response);
   finish_response(request, response, &site);
 }
 
@@ -289,41 +294,48 @@ bool Connection::process_body() {
   BodyWait& wait = *body_wait_;
   const uint64_t limit = worker_.limits().max_body_bytes;
   bool complete = false;
+  int error = 0;
   while (start_ < end_ && !complete) {
     std::string_view input(buffer_ + start_, end_ - start_);
+    std::string_view data;
     if (chunked_) {
       http1::ChunkedDecoder::Result r = chunked_->decode(input);
       start_ += static_cast<uint32_t>(r.consumed);
       if (r.status == http1::ChunkedDecoder::Status::kError) {
-        body_wait_.reset();
-        chunked_.reset();
-        state_ = State::kHead;
-        respond_error(400, nullptr, nullptr);
-        return false;
+        error = 400;
+        break;
       }
-      wait.body.append(r.data);
+      data = r.data;
       if (r.status == http1::ChunkedDecoder::Status::kDone) complete = true;
       if (r.consumed == 0 && r.status == http1::ChunkedDecoder::Status::kNeedMore) break;
     } else {
       size_t take = static_cast<size_t>(std::min<uint64_t>(input.size(), wait.remaining));
-      wait.body.append(input.substr(0, take));
+      data = input.substr(0, take);
       start_ += static_cast<uint32_t>(take);
       wait.remaining -= take;
       complete = wait.remaining == 0;
     }
-    if (wait.body.size() > limit) {
-      Request request = wait.request;
-      SiteRuntime* site = wait.site;
-      body_wait_.reset();
-      chunked_.reset();
-      state_ = State::kHead;
-      respond_error(413, &request, site);
-      return false;
+    wait.received += data.size();
+    if (wait.received > limit) {
+      error = 413;
+      break;
     }
+    if (wait.keep) wait.body.append(data);
+  }
+  if (error) {
+    std::unique_ptr<BodyWait> failed = std::move(body_wait_);
+    chunked_.reset();
+    state_ = State::kHead;
+    respond_error(error, &failed->request, failed->site);
+    return false;
   }
   if (!complete) {
-    // The head must stay where it is (the request points into it); reuse the space after it.
-    end_ = start_;
+    // The head must stay where it is (the request points into it): move what the decoder has
+    // not taken yet (a partial chunk-size line) back to the start of the space after it.
+    uint32_t left = end_ - start_;
+    if (start_ != wait.origin) std::memmove(buffer_ + wait.origin, buffer_ + start_, left);
+    start_ = wait.origin;
+    end_ = wait.origin + left;
     set_timer(worker_.body_timers);
     return false;
   }
@@ -331,46 +343,8 @@ bool Connection::process_body() {
   chunked_.reset();
   state_ = State::kHead;
   done->request.body = done->body;
-  Response& response = worker_.scratch_response();
-  response.clear();
-  done->handler->handle(done->request, response);
-  finish_response(done->request, response, done->site);
+  dispatch(done->request, *done->site, done->route);
   return true;
-}
-
-bool Connection::process_discard() {
-  while (start_ < end_) {
-    std::string_view input(buffer_ + start_, end_ - start_);
-    if (chunked_) {
-      http1::ChunkedDecoder::Result r = chunked_->decode(input);
-      start_ += static_cast<uint32_t>(r.consumed);
-      if (r.status == http1::ChunkedDecoder::Status::kError) {
-        chunked_.reset();
-        state_ = State::kHead;
-        keep_alive_ = false;
-        start_ = end_;
-        finish_closing();
-        return false;
-      }
-      if (r.status == http1::ChunkedDecoder::Status::kDone) {
-        chunked_.reset();
-        state_ = State::kHead;
-        return true;
-      }
-      if (r.consumed == 0) break;
-    } else {
-      size_t take = static_cast<size_t>(std::min<uint64_t>(input.size(), discard_remaining_));
-      start_ += static_cast<uint32_t>(take);
-      discard_remaining_ -= take;
-      if (discard_remaining_ == 0) {
-        state_ = State::kHead;
-        return true;
-      }
-    }
-  }
-  if (start_ == end_) start_ = end_ = 0;
-  set_timer(worker_.body_timers);
-  return false;
 }
 
 void Connection::respond_error(int status, const Request* request, SiteRuntime* site) {
@@ -501,8 +475,7 @@ void Connection::finish_closing() {
   if (state_ == State::kClosed || state_ == State::kLinger) return;
   // If the client may still be sending (an unread body, pipelined requests), closing now would
   // reset the connection and could destroy the response in flight: shut our side, then drain.
-  bool unread = start_ < end_ || state_ == State::kDiscard || state_ == State::kBody ||
-                linger_on_close_;
+  bool unread = start_ < end_ || state_ == State::kBody || linger_on_close_;
   if (!unread || peer_closed_) {
     close_now();
     return;
@@ -518,8 +491,7 @@ void Connection::finish_closing() {
 
 void Connection::on_timeout() {
   if (state_ == State::kClosed) return;
-  bool mid_request = !pending_ && ((state_ == State::kHead && start_ < end_) ||
-                                   state_ == State::kBody || state_ == State::kDiscard);
+  bool mid_request = !pending_ && ((state_ == State::kHead && start_ < end_) || state_ == State::kBody);
   if (mid_request) {
     LOG_INFO("closing a connection: the client was too slow to send its request");
     ssize_t ignored = ::send(fd_, kTimeoutResponse.data(), kTimeoutResponse.size(), MSG_NOSIGNAL);
@@ -537,6 +509,9 @@ void Connection::drain() {
 void Connection::close_now() {
   if (state_ == State::kClosed) return;
   state_ = State::kClosed;
+  // Only the connection being processed can have bytes in the worker's scratch queue (every
+  // other one flushed it before returning): they are ours and must not reach the next client.
+  worker_.scratch_output().clear();
   event::TimerList::disarm(timer);
   ::close(fd_);  // also removes it from the epoll set
   release_buffer();

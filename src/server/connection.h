@@ -19,6 +19,7 @@ namespace peregrine::server {
 
 class Worker;
 struct SiteRuntime;
+struct RouteRuntime;
 struct BodyWait;
 
 class Connection final : public event::Pollable {
@@ -43,8 +44,7 @@ class Connection final : public event::Pollable {
  private:
   enum class State : uint8_t {
     kHead,      // waiting for / parsing a request head
-    kBody,      // buffering a request body for a handler that wants it
-    kDiscard,   // reading and dropping the body of a request already answered
+    kBody,      // reading a request body: kept for a handler that wants it, else dropped
     kLinger,    // response sent, write side shut: draining what the client still sends
     kClosed,
   };
@@ -53,9 +53,8 @@ class Connection final : public event::Pollable {
   void process();
   bool process_head();
   bool process_body();
-  bool process_discard();
   void handle_request(size_t head_length);
-  void run_handler(Request& request, SiteRuntime& site, Handler& handler);
+  void dispatch(Request& request, SiteRuntime& site, const RouteRuntime* route);
   void respond_error(int status, const Request* request, SiteRuntime* site);
   void finish_response(const Request& request, Response& response, SiteRuntime* site);
   void write_head(const Request* request, Response& response, bool keep_alive);
@@ -80,7 +79,6 @@ class Connection final : public event::Pollable {
   uint32_t end_ = 0;    // one past the last received byte
   std::unique_ptr<OutputQueue> pending_;  // what the socket has not taken yet
   http1::RequestParser parser_;
-  uint64_t discard_remaining_ = 0;
   std::unique_ptr<http1::ChunkedDecoder> chunked_;
   std::unique_ptr<BodyWait> body_wait_;
   union {
