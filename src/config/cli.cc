@@ -17,8 +17,18 @@ namespace {
 constexpr std::string_view kCommandLine = "<command line>";
 
 enum class Option {
-  kHelp, kVersion, kTest, kConfig, kListen, kRoot, kWorkers, kAccessLog, kPidFile, kErrorLog,
-  kLogLevel, kUser
+  kHelp,
+  kVersion,
+  kTest,
+  kConfig,
+  kListen,
+  kRoot,
+  kWorkers,
+  kAccessLog,
+  kPidFile,
+  kErrorLog,
+  kLogLevel,
+  kUser
 };
 
 struct OptionSpec {
@@ -28,12 +38,12 @@ struct OptionSpec {
 };
 
 constexpr OptionSpec kLongOptions[] = {
-    {"help", Option::kHelp, false},          {"version", Option::kVersion, false},
-    {"test", Option::kTest, false},          {"config", Option::kConfig, true},
-    {"listen", Option::kListen, true},       {"root", Option::kRoot, true},
-    {"workers", Option::kWorkers, true},     {"access-log", Option::kAccessLog, true},
-    {"pid-file", Option::kPidFile, true},    {"error-log", Option::kErrorLog, true},
-    {"log-level", Option::kLogLevel, true},  {"user", Option::kUser, true},
+    {"help", Option::kHelp, false},         {"version", Option::kVersion, false},
+    {"test", Option::kTest, false},         {"config", Option::kConfig, true},
+    {"listen", Option::kListen, true},      {"root", Option::kRoot, true},
+    {"workers", Option::kWorkers, true},    {"access-log", Option::kAccessLog, true},
+    {"pid-file", Option::kPidFile, true},   {"error-log", Option::kErrorLog, true},
+    {"log-level", Option::kLogLevel, true}, {"user", Option::kUser, true},
 };
 
 const OptionSpec* find_long(std::string_view name) {
@@ -45,11 +55,16 @@ const OptionSpec* find_long(std::string_view name) {
 
 const OptionSpec* find_short(char c) {
   switch (c) {
-    case 'h': return find_long("help");
-    case 'v': return find_long("version");
-    case 't': return find_long("test");
-    case 'c': return find_long("config");
-    default: return nullptr;
+    case 'h':
+      return find_long("help");
+    case 'v':
+      return find_long("version");
+    case 't':
+      return find_long("test");
+    case 'c':
+      return find_long("config");
+    default:
+      return nullptr;
   }
 }
 
@@ -61,24 +76,43 @@ std::string apply(Option option, std::string_view shown, const std::string& valu
     return "option '" + std::string(shown) + "' needs a non-empty value";
   }
   switch (option) {
-    case Option::kHelp: cli->help = true; break;
-    case Option::kVersion: cli->version = true; break;
-    case Option::kTest: cli->test_only = true; break;
-    case Option::kConfig: cli->config_file = value; break;
-    case Option::kListen: cli->listen.push_back(value); break;
-    case Option::kRoot: cli->root = value; break;
-    case Option::kAccessLog: cli->access_log = value; break;
-    case Option::kPidFile: cli->pid_file = value; break;
-    case Option::kErrorLog: cli->error_log = value; break;
-    case Option::kUser: cli->user = value; break;
+    case Option::kHelp:
+      cli->help = true;
+      break;
+    case Option::kVersion:
+      cli->version = true;
+      break;
+    case Option::kTest:
+      cli->test_only = true;
+      break;
+    case Option::kConfig:
+      cli->config_file = value;
+      break;
+    case Option::kListen:
+      cli->listen.push_back(value);
+      break;
+    case Option::kRoot:
+      cli->root = value;
+      break;
+    case Option::kAccessLog:
+      cli->access_log = value;
+      break;
+    case Option::kPidFile:
+      cli->pid_file = value;
+      break;
+    case Option::kErrorLog:
+      cli->error_log = value;
+      break;
+    case Option::kUser:
+      cli->user = value;
+      break;
     case Option::kWorkers: {
       if (value == "auto") {
         cli->workers = 0;
         break;
       }
       int n = 0;
-      bool ok = value.size() <= 3 &&
-                value.find_first_not_of("0123456789") == std::string::npos;
+      bool ok = value.size() <= 3 && value.find_first_not_of("0123456789") == std::string::npos;
       if (ok) n = std::stoi(value);
       if (!ok || n > 256) {
         return "invalid value '" + value + "' for --workers (expected \"auto\" or 1..256)";
@@ -119,8 +153,8 @@ void apply_common(const CommandLine& cli, const std::string& cwd, Config* config
     if (cli.error_log == "stderr" || cli.error_log == "stdout") {
       config->error_log = cli.error_log;
     } else if (cli.error_log == "off") {
-      errors->push_back(cli_error("--error-log cannot be 'off'",
-                                  "use \"stderr\", \"stdout\" or a file path"));
+      errors->push_back(
+          cli_error("--error-log cannot be 'off'", "use \"stderr\", \"stdout\" or a file path"));
     } else {
       config->error_log = detail::absolute_path(cli.error_log, cwd);
     }
@@ -137,7 +171,8 @@ void apply_common(const CommandLine& cli, const std::string& cwd, Config* config
     }
   }
   if (!cli.access_log.empty()) {
-    for (Site& site : config->sites) detail::apply_access_log(cli.access_log, cwd, &site.access_log);
+    for (Site& site : config->sites)
+      detail::apply_access_log(cli.access_log, cwd, &site.access_log);
   }
 }
 
@@ -304,7 +339,8 @@ LoadResult build_config(const CommandLine& cli) {
       address.pos = here;
       bool duplicate = false;
       for (const ListenAddress& other : config->listen) {
-        if (endpoint_port(address.addr) != 0 && same_endpoint(other.addr, address.addr)) duplicate = true;
+        if (endpoint_port(address.addr) != 0 && same_endpoint(other.addr, address.addr))
+          duplicate = true;
       }
       if (duplicate) {
         result.errors.push_back(cli_error("--listen: duplicate listen address '" + text + "'"));

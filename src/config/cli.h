@@ -12,15 +12,15 @@ namespace peregrine::config {
 
 struct CommandLine {
   bool help = false, version = false, test_only = false;  // -h/--help, -v/--version, -t
-  std::string config_file;                 // -c FILE
-  std::vector<std::string> listen;         // --listen ADDR (repeatable)
-  std::string root;                        // --root DIR
-  int workers = -1;                        // --workers N (-1: not given)
-  std::string access_log;                  // --access-log off|PATH|stdout
-  std::string pid_file;                    // --pid-file PATH
-  std::string error_log;                   // --error-log PATH
-  std::string log_level;                   // --log-level L
-  std::string user;                        // --user NAME
+  std::string config_file;                                // -c FILE
+  std::vector<std::string> listen;                        // --listen ADDR (repeatable)
+  std::string root;                                       // --root DIR
+  int workers = -1;                                       // --workers N (-1: not given)
+  std::string access_log;                                 // --access-log off|PATH|stdout
+  std::string pid_file;                                   // --pid-file PATH
+  std::string error_log;                                  // --error-log PATH
+  std::string log_level;                                  // --log-level L
+  std::string user;                                       // --user NAME
 };
 
 struct CommandLineResult {

@@ -89,9 +89,10 @@ bool parse_listen_address(std::string_view text, ListenAddress* out, std::string
     in6_addr ip{};
     if (host.find('%') != std::string::npos || inet_pton(AF_INET6, host.c_str(), &ip) != 1) {
       *error = "invalid IPv6 address '" + host + "' in listen address '" + std::string(text) + "'";
-      *hint = host.find('%') != std::string::npos
-                  ? "scoped (link-local) addresses are not supported; use a global address or \"[::]\""
-                  : "for example \"[::1]:8080\" or \"[::]:8080\" for every IPv6 interface";
+      *hint =
+          host.find('%') != std::string::npos
+              ? "scoped (link-local) addresses are not supported; use a global address or \"[::]\""
+              : "for example \"[::1]:8080\" or \"[::]:8080\" for every IPv6 interface";
       return false;
     }
     out->addr = sockaddr_storage{};
@@ -106,7 +107,8 @@ bool parse_listen_address(std::string_view text, ListenAddress* out, std::string
 
   size_t colon = text.rfind(':');
   if (text.find(':') != colon) {
-    *error = "listen address '" + std::string(text) + "' looks like an IPv6 address without brackets";
+    *error =
+        "listen address '" + std::string(text) + "' looks like an IPv6 address without brackets";
     *hint = "write IPv6 addresses in brackets: \"[::1]:8080\"";
     return false;
   }

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +14,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <toml++/toml.h>
 #include <utility>
 #include <vector>
 
@@ -37,25 +37,36 @@ constexpr int64_t kMaxBacklog = 65535;
 constexpr int64_t kMaxConnections = 1 << 20;
 
 const std::vector<std::string_view> kTopKeys = {
-    "listen", "workers", "user", "group", "pid_file", "error_log", "log_level",
-    "server_header", "limits", "mime_types", "site"};
+    "listen",    "workers",       "user",   "group",      "pid_file", "error_log",
+    "log_level", "server_header", "limits", "mime_types", "site"};
 const std::vector<std::string_view> kLimitKeys = {
-    "header_timeout", "keepalive_timeout", "body_timeout", "send_timeout",
-    "shutdown_timeout", "max_connections", "max_header_bytes", "max_body_bytes",
-    "max_requests_per_connection"};
+    "header_timeout",   "keepalive_timeout", "body_timeout",
+    "send_timeout",     "shutdown_timeout",  "max_connections",
+    "max_header_bytes", "max_body_bytes",    "max_requests_per_connection"};
 const std::vector<std::string_view> kListenKeys = {"address", "backlog"};
 const std::vector<std::string_view> kStaticKeys = {
-    "root", "index", "directory_listing", "dotfiles", "symlinks_outside_root",
-    "precompressed", "etag", "cache_valid"};
-const std::vector<std::string_view> kSiteKeys = {
-    "hosts", "default", "root", "index", "directory_listing", "dotfiles",
-    "symlinks_outside_root", "precompressed", "etag", "cache_valid", "access_log",
-    "access_log_format", "error_pages", "route"};
+    "root",          "index", "directory_listing", "dotfiles", "symlinks_outside_root",
+    "precompressed", "etag",  "cache_valid"};
+const std::vector<std::string_view> kSiteKeys = {"hosts",
+                                                 "default",
+                                                 "root",
+                                                 "index",
+                                                 "directory_listing",
+                                                 "dotfiles",
+                                                 "symlinks_outside_root",
+                                                 "precompressed",
+                                                 "etag",
+                                                 "cache_valid",
+                                                 "access_log",
+                                                 "access_log_format",
+                                                 "error_pages",
+                                                 "route"};
 const std::vector<std::string_view> kMatchKeys = {"exact", "prefix", "extension", "regex"};
 const std::vector<std::string_view> kRouteKeys = {
-    "exact", "prefix", "extension", "regex", "return", "location", "body", "content_type",
-    "handler", "root", "alias", "index", "directory_listing", "dotfiles",
-    "symlinks_outside_root", "precompressed", "etag", "cache_valid", "methods"};
+    "exact",         "prefix", "extension",         "regex",    "return",
+    "location",      "body",   "content_type",      "handler",  "root",
+    "alias",         "index",  "directory_listing", "dotfiles", "symlinks_outside_root",
+    "precompressed", "etag",   "cache_valid",       "methods"};
 
 bool contains(const std::vector<std::string_view>& list, std::string_view word) {
   return std::find(list.begin(), list.end(), word) != list.end();
@@ -72,16 +83,26 @@ std::string join(const std::vector<std::string_view>& words) {
 
 std::string type_name(toml::node_type type) {
   switch (type) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::table: return "a table";
-    default: return "nothing";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::table:
+      return "a table";
+    default:
+      return "nothing";
   }
 }
 
@@ -118,7 +139,8 @@ std::string check_host(std::string* host, std::string* hint) {
     return "invalid host name '" + h + "'";
   }
   if (size_t colon = h.find(':'); colon != std::string::npos) {
-    if (all_digits(std::string_view(h).substr(colon + 1)) && h.find(':', colon + 1) == std::string::npos) {
+    if (all_digits(std::string_view(h).substr(colon + 1)) &&
+        h.find(':', colon + 1) == std::string::npos) {
       *hint = "the port of the Host header is ignored when choosing a site; write '" +
               h.substr(0, colon) + "'";
       return "ports are not allowed in host names ('" + h + "')";
@@ -183,11 +205,10 @@ class Loader {
       errors_.push_back({SourcePos{file_, 0, 0}, "internal error while loading", ""});
     }
     if (!errors_.empty()) {
-      std::stable_sort(errors_.begin(), errors_.end(),
-                       [](const ConfigError& a, const ConfigError& b) {
-                         return std::tie(a.pos.line, a.pos.column) <
-                                std::tie(b.pos.line, b.pos.column);
-                       });
+      std::stable_sort(
+          errors_.begin(), errors_.end(), [](const ConfigError& a, const ConfigError& b) {
+            return std::tie(a.pos.line, a.pos.column) < std::tie(b.pos.line, b.pos.column);
+          });
       result.errors = std::move(errors_);
       return result;
     }
@@ -287,9 +308,9 @@ class Loader {
       return false;
     }
     if (i->get() < lo || i->get() > hi) {
-      error(node.source(),
-            "'" + std::string(name) + "' is " + std::to_string(i->get()) + "; it must be between " +
-                std::to_string(lo) + " and " + std::to_string(hi));
+      error(node.source(), "'" + std::string(name) + "' is " + std::to_string(i->get()) +
+                               "; it must be between " + std::to_string(lo) + " and " +
+                               std::to_string(hi));
       return false;
     }
     *out = i->get();
@@ -302,16 +323,16 @@ class Loader {
     if (const auto* i = node.as_integer()) {
       int64_t seconds = i->get();
       if (seconds < 0 || seconds > hi.count() / 1000) {
-        error(node.source(),
-              "'" + std::string(name) + "' is " + std::to_string(seconds) +
-                  " seconds; it must be between " + format_duration(lo) + " and " +
-                  format_duration(hi));
+        error(node.source(), "'" + std::string(name) + "' is " + std::to_string(seconds) +
+                                 " seconds; it must be between " + format_duration(lo) + " and " +
+                                 format_duration(hi));
         return false;
       }
       value = Millis(seconds * 1000);
     } else if (const auto* s = node.as_string()) {
       if (!parse_duration(s->get(), &value)) {
-        error(node.source(), "invalid duration \"" + s->get() + "\" for '" + std::string(name) + "'",
+        error(node.source(),
+              "invalid duration \"" + s->get() + "\" for '" + std::string(name) + "'",
               std::string(kDurationForms));
         return false;
       }
@@ -320,9 +341,9 @@ class Loader {
       return false;
     }
     if (value < lo || value > hi) {
-      error(node.source(),
-            "'" + std::string(name) + "' is " + format_duration(value) + "; it must be between " +
-                format_duration(lo) + " and " + format_duration(hi));
+      error(node.source(), "'" + std::string(name) + "' is " + format_duration(value) +
+                               "; it must be between " + format_duration(lo) + " and " +
+                               format_duration(hi));
       return false;
     }
     *out = value;
@@ -349,9 +370,9 @@ class Loader {
       return false;
     }
     if (value < lo || value > hi) {
-      error(node.source(),
-            "'" + std::string(name) + "' is " + format_size(value) + "; it must be between " +
-                format_size(lo) + " and " + format_size(hi));
+      error(node.source(), "'" + std::string(name) + "' is " + format_size(value) +
+                               "; it must be between " + format_size(lo) + " and " +
+                               format_size(hi));
       return false;
     }
     *out = value;
@@ -420,8 +441,7 @@ class Loader {
     }
 
     if (const toml::node* node = root.get("user")) {
-      if (read_string(*node, "user", &config_.user, false) &&
-          !detail::user_exists(config_.user)) {
+      if (read_string(*node, "user", &config_.user, false) && !detail::user_exists(config_.user)) {
         error(node->source(), "user '" + config_.user + "' does not exist",
               "create it (e.g. useradd --system " + config_.user + ") or name an existing user");
       }
@@ -495,7 +515,8 @@ class Loader {
     if (sites == nullptr) {
       error(root.source(), "no [[site]] is defined",
             "add a [[site]] table, e.g. [[site]] root = \"/var/www/html\"");
-    } else if (const auto* array = sites->as_array(); array != nullptr && (array->empty() || array->is_array_of_tables())) {
+    } else if (const auto* array = sites->as_array();
+               array != nullptr && (array->empty() || array->is_array_of_tables())) {
       if (array->empty()) {
         error(sites->source(), "no [[site]] is defined", "add a [[site]] table");
       }
@@ -616,8 +637,9 @@ class Loader {
       if (!extension.empty() && extension.front() == '.') extension.erase(0, 1);
       if (extension.empty() || extension.find_first_of("/ \t") != std::string::npos ||
           has_control_chars(extension)) {
-        error(key.source(), "invalid file extension '" + std::string(key.str()) + "' in [mime_types]",
-              "write the extension without a dot, e.g. webmanifest = \"application/manifest+json\"");
+        error(
+            key.source(), "invalid file extension '" + std::string(key.str()) + "' in [mime_types]",
+            "write the extension without a dot, e.g. webmanifest = \"application/manifest+json\"");
         continue;
       }
       std::string type;
@@ -712,7 +734,8 @@ class Loader {
         SourcePos here = pos_of(element->source());
         auto [it, inserted] = hosts_.emplace(host, here);
         if (!inserted) {
-          bool same_site = std::find(site.hosts.begin(), site.hosts.end(), host) != site.hosts.end();
+          bool same_site =
+              std::find(site.hosts.begin(), site.hosts.end(), host) != site.hosts.end();
           error(element->source(),
                 same_site ? "host '" + host + "' is listed twice"
                           : "host '" + host + "' is already used by another site",
@@ -727,7 +750,8 @@ class Loader {
         extra.default_pos = pos_of(node->source());
       }
     }
-    for (std::string_view key : kStaticKeys) load_static_option(table, key, "site.", &site.static_files);
+    for (std::string_view key : kStaticKeys)
+      load_static_option(table, key, "site.", &site.static_files);
 
     if (const toml::node* node = table.get("access_log")) {
       std::string value;
@@ -745,8 +769,9 @@ class Loader {
           }
         } else {
           std::string suggestion = closest_match(value, {"combined", "json"});
-          error(node->source(), "unknown access log format \"" + value + "\"",
-                suggestion.empty() ? "one of: combined, json" : "did you mean '" + suggestion + "'?");
+          error(
+              node->source(), "unknown access log format \"" + value + "\"",
+              suggestion.empty() ? "one of: combined, json" : "did you mean '" + suggestion + "'?");
         }
       }
     }
@@ -768,7 +793,8 @@ class Loader {
       if (routes != nullptr && (routes->empty() || routes->is_array_of_tables())) {
         for (const toml::node& element : *routes) {
           Route route;
-          if (load_route(*element.as_table(), site, &route)) site.routes.push_back(std::move(route));
+          if (load_route(*element.as_table(), site, &route))
+            site.routes.push_back(std::move(route));
         }
       } else {
         type_error(*node, "site.route", "an array of tables",
@@ -798,7 +824,8 @@ class Loader {
       int code = 0;
       if (all_digits(code_text) && code_text.size() == 3) code = std::stoi(std::string(code_text));
       if (code < 400 || code > 599) {
-        error(key.source(), "error page key '" + std::string(code_text) + "' is not a status 400..599",
+        error(key.source(),
+              "error page key '" + std::string(code_text) + "' is not a status 400..599",
               "keys are status codes, e.g. 404 = \"/errors/404.html\"");
         continue;
       }
@@ -825,9 +852,7 @@ class Loader {
     for (std::string_view key : kMatchKeys) {
       if (const toml::node* node = table.get(key)) matches.emplace_back(key, node);
     }
-    auto key_pos = [&](std::string_view key) {
-      return table.find(key)->first.source();
-    };
+    auto key_pos = [&](std::string_view key) { return table.find(key)->first.source(); };
     std::sort(matches.begin(), matches.end(), [&](const auto& a, const auto& b) {
       auto pa = key_pos(a.first).begin, pb = key_pos(b.first).begin;
       return std::tie(pa.line, pa.column) < std::tie(pb.line, pb.column);
@@ -980,9 +1005,10 @@ class Loader {
       size_t offset = 0;
       route->regex = Regex::compile(value, &message, &offset);
       if (route->regex == nullptr) {
-        error(node.source(),
-              "invalid regex \"" + value + "\": " + message + " at offset " + std::to_string(offset),
-              "PCRE2 syntax, e.g. regex = \"^/user/([0-9]+)$\"");
+        error(
+            node.source(),
+            "invalid regex \"" + value + "\": " + message + " at offset " + std::to_string(offset),
+            "PCRE2 syntax, e.g. regex = \"^/user/([0-9]+)$\"");
       }
     }
   }
@@ -1033,9 +1059,10 @@ class Loader {
       std::string_view rest = std::string_view(location).substr(i + 1);
       if (!rest.empty() && rest[0] >= '0' && rest[0] <= '9') {
         if (match != MatchKind::kRegex) {
-          error(node.source(),
-                "'location' uses $" + std::string(1, rest[0]) + " but the route is not a regex route",
-                "captures come from regex = \"...\" groups; $uri is the request path");
+          error(
+              node.source(),
+              "'location' uses $" + std::string(1, rest[0]) + " but the route is not a regex route",
+              "captures come from regex = \"...\" groups; $uri is the request path");
         }
         continue;
       }

@@ -61,10 +61,20 @@ bool parse_size(std::string_view text, uint64_t* out) {
   uint64_t factor = 1;
   if (unit.size() == 1) {
     switch (unit[0]) {
-      case 'k': case 'K': factor = uint64_t{1} << 10; break;
-      case 'm': case 'M': factor = uint64_t{1} << 20; break;
-      case 'g': case 'G': factor = uint64_t{1} << 30; break;
-      default: return false;
+      case 'k':
+      case 'K':
+        factor = uint64_t{1} << 10;
+        break;
+      case 'm':
+      case 'M':
+        factor = uint64_t{1} << 20;
+        break;
+      case 'g':
+      case 'G':
+        factor = uint64_t{1} << 30;
+        break;
+      default:
+        return false;
     }
   } else if (!unit.empty()) {
     return false;

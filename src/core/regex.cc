@@ -44,8 +44,8 @@ std::shared_ptr<const Regex> Regex::compile(std::string_view pattern, std::strin
                                             size_t* error_offset) {
   int error_code = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   0, &error_code, &offset, nullptr);
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), 0,
+                                   &error_code, &offset, nullptr);
   if (code == nullptr) {
     if (error_message != nullptr) {
       PCRE2_UCHAR buffer[256];
@@ -68,7 +68,9 @@ std::shared_ptr<const Regex> Regex::compile(std::string_view pattern, std::strin
   return regex;
 }
 
-Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
+Regex::~Regex() {
+  pcre2_code_free(static_cast<pcre2_code*>(code_));
+}
 
 bool Regex::match(std::string_view subject, Captures* captures) const {
   if (captures != nullptr) *captures = Captures{};
@@ -77,9 +79,9 @@ bool Regex::match(std::string_view subject, Captures* captures) const {
   // string_view::data() may be null for an empty view; PCRE2 wants a valid pointer.
   static constexpr char kEmpty[] = "";
   const char* begin = subject.data() != nullptr ? subject.data() : kEmpty;
-  int rc = pcre2_match(static_cast<const pcre2_code*>(code_), reinterpret_cast<PCRE2_SPTR>(begin),
-                       subject.size(), 0, 0, data,
-                       const_cast<pcre2_match_context*>(match_context()));
+  int rc =
+      pcre2_match(static_cast<const pcre2_code*>(code_), reinterpret_cast<PCRE2_SPTR>(begin),
+                  subject.size(), 0, 0, data, const_cast<pcre2_match_context*>(match_context()));
   if (rc < 0) return false;  // PCRE2_ERROR_NOMATCH, or a limit was hit: treated as no match
   if (captures != nullptr) {
     // rc == 0: more groups matched than the ovector holds; every slot is filled.

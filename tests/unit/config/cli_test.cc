@@ -79,10 +79,9 @@ TEST(CommandLine, NoArgumentsIsQuickModeWithDefaults) {
 }
 
 TEST(CommandLine, SpaceSeparatedValues) {
-  CommandLineResult r =
-      parse({"--listen", "*:80", "--root", "/srv/www", "--workers", "4", "--access-log", "off",
-             "--pid-file", "/run/p.pid", "--error-log", "/var/log/p.log", "--log-level", "warn",
-             "--user", "www-data"});
+  CommandLineResult r = parse({"--listen", "*:80", "--root", "/srv/www", "--workers", "4",
+                               "--access-log", "off", "--pid-file", "/run/p.pid", "--error-log",
+                               "/var/log/p.log", "--log-level", "warn", "--user", "www-data"});
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.cli.listen, std::vector<std::string>{"*:80"});
   EXPECT_EQ(r.cli.root, "/srv/www");
@@ -181,9 +180,9 @@ TEST(CommandLine, InvalidLogLevel) {
 
 TEST(CommandLine, UsageMentionsEveryOption) {
   std::string text = usage();
-  for (const char* option : {"-c", "-t", "--listen", "--root", "--workers", "--access-log",
-                             "--pid-file", "--error-log", "--log-level", "--user", "--help",
-                             "--version", "HUP", "QUIT", "USR1"}) {
+  for (const char* option :
+       {"-c", "-t", "--listen", "--root", "--workers", "--access-log", "--pid-file", "--error-log",
+        "--log-level", "--user", "--help", "--version", "HUP", "QUIT", "USR1"}) {
     EXPECT_NE(text.find(option), std::string::npos) << option;
   }
 }

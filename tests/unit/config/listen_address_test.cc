@@ -21,8 +21,7 @@ Parsed parse(std::string_view text) {
 
 std::string ipv4_of(const ListenAddress& a) {
   char buffer[INET_ADDRSTRLEN] = {};
-  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a.addr).sin_addr, buffer,
-            sizeof buffer);
+  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a.addr).sin_addr, buffer, sizeof buffer);
   return buffer;
 }
 

@@ -45,8 +45,8 @@ class TempDir {
 
 // "LINE:COL: message (hint: ...)": ConfigError::to_string() minus the (temporary) file name.
 std::string describe(const ConfigError& e) {
-  std::string out = std::to_string(e.pos.line) + ":" + std::to_string(e.pos.column) + ": " +
-                    e.message;
+  std::string out =
+      std::to_string(e.pos.line) + ":" + std::to_string(e.pos.column) + ": " + e.message;
   if (!e.hint.empty()) out += " (hint: " + e.hint + ")";
   return out;
 }
@@ -298,8 +298,7 @@ hosts = ["127.0.0.1", "[::1]", "localhost"]
 root = "www"
 )");
   ASSERT_NE(config, nullptr);
-  EXPECT_EQ(config->sites[0].hosts,
-            (std::vector<std::string>{"127.0.0.1", "[::1]", "localhost"}));
+  EXPECT_EQ(config->sites[0].hosts, (std::vector<std::string>{"127.0.0.1", "[::1]", "localhost"}));
   EXPECT_EQ(error("[[site]]\nhosts = [\"[::1]:80\"]\nroot = \"www\"\n"),
             "2:10: ports are not allowed in host names ('[::1]:80') (hint: the port of the Host "
             "header is ignored when choosing a site; write '[::1]')");
@@ -335,7 +334,8 @@ root = "www"
 }
 
 TEST_F(LoadTest, Ipv6AndTableListenForms) {
-  auto config = load_ok(R"(listen = ["[::1]:8080", "127.0.0.1:8080", { address = "[::]:0", backlog = 128 }, ":0"]
+  auto config = load_ok(
+      R"(listen = ["[::1]:8080", "127.0.0.1:8080", { address = "[::]:0", backlog = 128 }, ":0"]
 [[site]]
 root = "www"
 )");
@@ -469,7 +469,8 @@ root = "./link/../link/"
 }
 
 TEST_F(LoadTest, CommentsBomAndEmptyTablesAreFine) {
-  auto config = load_ok("\xEF\xBB\xBF# peregrine\n[limits]\n[mime_types]\n[[site]] # main\nroot = \"www\"\n");
+  auto config =
+      load_ok("\xEF\xBB\xBF# peregrine\n[limits]\n[mime_types]\n[[site]] # main\nroot = \"www\"\n");
   EXPECT_NE(config, nullptr);
 }
 
@@ -483,7 +484,8 @@ listen = ["*:80",
   ASSERT_EQ(result.errors.size(), 1u);
   EXPECT_EQ(result.errors[0].pos.line, 2u);
   EXPECT_EQ(result.errors[0].pos.column, 19u);
-  EXPECT_EQ(result.errors[0].message, "TOML syntax error while parsing array: encountered end-of-file");
+  EXPECT_EQ(result.errors[0].message,
+            "TOML syntax error while parsing array: encountered end-of-file");
 }
 
 TEST_F(LoadTest, TomlDuplicateKeyIsASyntaxError) {
@@ -1089,13 +1091,14 @@ prefix = "images/"
 }
 
 TEST_F(LoadTest, InvalidMethod) {
-  EXPECT_EQ(error(R"([[site]]
+  EXPECT_EQ(
+      error(R"([[site]]
 root = "www"
 [[site.route]]
 prefix = "/"
 methods = ["GET", "BAD METHOD"]
 )"),
-            "5:19: invalid method \"BAD METHOD\" (hint: methods are tokens such as GET, HEAD, POST)");
+      "5:19: invalid method \"BAD METHOD\" (hint: methods are tokens such as GET, HEAD, POST)");
 }
 
 TEST_F(LoadTest, RouteWrittenAsASingleTable) {
@@ -1128,13 +1131,15 @@ rot = "www"
   EXPECT_EQ(all[1].substr(0, 5), "3:19:");
   EXPECT_EQ(all[2].substr(0, 4), "5:8:");
   EXPECT_EQ(all[3].substr(0, 4), "8:8:");
-  EXPECT_EQ(all[4], "9:1: site has neither a 'root' nor any [[site.route]] (hint: add root = "
-                    "\"/var/www/html\" to serve files, or routes)");
+  EXPECT_EQ(all[4],
+            "9:1: site has neither a 'root' nor any [[site.route]] (hint: add root = "
+            "\"/var/www/html\" to serve files, or routes)");
   EXPECT_EQ(all[5], "11:1: unknown key 'rot' in [[site]] (hint: did you mean 'root'?)");
 }
 
 TEST_F(LoadTest, ToStringFormat) {
-  ConfigError with_hint{SourcePos{"/etc/peregrine.toml", 12, 3}, "unknown key 'x'", "did you mean 'y'?"};
+  ConfigError with_hint{SourcePos{"/etc/peregrine.toml", 12, 3}, "unknown key 'x'",
+                        "did you mean 'y'?"};
   EXPECT_EQ(with_hint.to_string(),
             "/etc/peregrine.toml:12:3: error: unknown key 'x' (hint: did you mean 'y'?)");
   ConfigError without_hint{SourcePos{"a.toml", 1, 11}, "bad", ""};

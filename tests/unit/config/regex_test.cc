@@ -105,7 +105,9 @@ TEST(Regex, EmptySubjectAndEmptyPattern) {
 
 TEST(Regex, ByteSemanticsAcceptInvalidUtf8AndNul) {
   auto regex = must_compile("^/f(.)o$");
-  std::string subject = "/f\xff" "o";
+  std::string subject =
+      "/f\xff"
+      "o";
   Regex::Captures captures;
   ASSERT_TRUE(regex->match(subject, &captures));
   EXPECT_EQ(captures.group[1], "\xff");

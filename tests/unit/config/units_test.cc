@@ -25,8 +25,8 @@ TEST(Units, DurationForms) {
 
 TEST(Units, DurationRejects) {
   milliseconds d{};
-  for (const char* bad : {"", "s", "20 seconds", "20 s", "-5s", "1.5s", "5d", "10sec", "ms",
-                          " 5s", "5S", "99999999999999999999s", "9999999999999999h"}) {
+  for (const char* bad : {"", "s", "20 seconds", "20 s", "-5s", "1.5s", "5d", "10sec", "ms", " 5s",
+                          "5S", "99999999999999999999s", "9999999999999999h"}) {
     EXPECT_FALSE(parse_duration(bad, &d)) << bad;
   }
 }
@@ -49,8 +49,8 @@ TEST(Units, SizeForms) {
 
 TEST(Units, SizeRejects) {
   uint64_t s = 0;
-  for (const char* bad : {"", "k", "16kb", "16 k", "1.5m", "-1", "1t", "99999999999999999999",
-                          "17179869184g"}) {
+  for (const char* bad :
+       {"", "k", "16kb", "16 k", "1.5m", "-1", "1t", "99999999999999999999", "17179869184g"}) {
     EXPECT_FALSE(parse_size(bad, &s)) << bad;
   }
 }
@@ -73,8 +73,8 @@ TEST(Units, FormatSize) {
 }
 
 TEST(Units, FormatRoundTrips) {
-  for (milliseconds d : {milliseconds(1), milliseconds(999), milliseconds(61'000),
-                         milliseconds(7'200'000)}) {
+  for (milliseconds d :
+       {milliseconds(1), milliseconds(999), milliseconds(61'000), milliseconds(7'200'000)}) {
     milliseconds back{};
     ASSERT_TRUE(parse_duration(format_duration(d), &back));
     EXPECT_EQ(back, d);
