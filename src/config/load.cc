@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
