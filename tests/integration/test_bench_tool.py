@@ -1,0 +1,449 @@
+"""peregrine-bench against the project's server and small Python servers written here.
+
+Run: /usr/bin/python3 tests/integration/test_bench_tool.py [-v]
+Env: PEREGRINE_BENCH_BIN (the tool), PEREGRINE_BIN (the server).
+"""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import harness  # noqa: E402
+
+BENCH_BIN = os.environ.get("PEREGRINE_BENCH_BIN") or os.path.join(os.path.dirname(harness.PEREGRINE_BIN),
+                                                                   "peregrine-bench")
+AB = shutil.which("ab")
+
+
+def run_bench(args, timeout=30):
+    start = time.monotonic()
+    p = subprocess.run([BENCH_BIN] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=timeout)
+    elapsed = time.monotonic() - start
+    out, err = p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    for marker in harness.SANITIZER_MARKERS:
+        if marker.decode() in err:
+            raise AssertionError(f"sanitizer report from peregrine-bench:\n{err}")
+    return p.returncode, out, err, elapsed
+
+
+def fields(report):
+    """'Name:   value' lines of an ab-style report -> {name: value} (first occurrence wins)."""
+    out = {}
+    for line in report.splitlines():
+        m = re.match(r"^([A-Za-z][A-Za-z0-9 /\-]*):\s+(.*)$", line)
+        if m and m.group(1) not in out:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def num(value):
+    return int(value.split()[0])
+
+
+# ------------------------------------------------------------------------------------------
+# A raw-socket HTTP server; `respond(request_head, body, index)` returns (bytes, close_after).
+
+class RawServer:
+    def __init__(self, respond, answer=True):
+        self.respond = respond
+        self.answer = answer
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(512)
+        self.port = self.sock.getsockname()[1]
+        self.requests = []
+        self.lock = threading.Lock()
+        self.count = 0
+        self.stopping = False
+        self.conns = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def url(self, path="/"):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def _accept(self):
+        while not self.stopping:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+                length = int(m.group(1)) if m else 0
+                while len(buf) < length:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                body, buf = buf[:length], buf[length:]
+                with self.lock:
+                    index = self.count
+                    self.count += 1
+                    self.requests.append((head, body))
+                if not self.answer:
+                    continue
+                response, close = self.respond(head, body, index)
+                if head.startswith(b"HEAD "):
+                    response = response.partition(b"\r\n\r\n")[0] + b"\r\n\r\n"
+                conn.sendall(response)
+                if close:
+                    conn.shutdown(socket.SHUT_WR)
+                    return
+        except OSError:
+            return
+        finally:
+            if self.answer:
+                try:
+                    conn.close()
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stopping = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        for c in self.conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+
+def length_response(body=b"hello", status="200 OK", extra=b""):
+    return (b"HTTP/1.1 " + status.encode() + b"\r\nServer: rawpy\r\nContent-Length: " +
+            str(len(body)).encode() + b"\r\n" + extra + b"\r\n" + body)
+
+
+class BenchToolTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(BENCH_BIN):
+            raise unittest.SkipTest(f"{BENCH_BIN} not built")
+
+    def setUp(self):
+        self.servers = []
+
+    def tearDown(self):
+        for s in self.servers:
+            s.close()
+
+    def raw(self, respond, answer=True):
+        s = RawServer(respond, answer)
+        self.servers.append(s)
+        return s
+
+    def assertClean(self, f, complete, failed=0):
+        self.assertEqual(num(f["Complete requests"]), complete, f)
+        self.assertEqual(num(f["Failed requests"]), failed, f)
+
+    # -- the project's server ------------------------------------------------------------
+
+    def start_peregrine(self):
+        tmp = tempfile.mkdtemp(prefix="bench-tool-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        root = os.path.join(tmp, "www")
+        harness.write_tree(root, {"index.html": "hello bench\n", "big.bin": os.urandom(70000)})
+        server = harness.ServerProcess([harness.PEREGRINE_BIN, "--listen", "127.0.0.1:0", "--root", root],
+                                       tmp, name="peregrine")
+        server.start()
+        self.addCleanup(server.stop)
+        return server
+
+    def test_exact_counts_against_peregrine(self):
+        srv = self.start_peregrine()
+        url = f"http://127.0.0.1:{srv.port}/index.html"
+        for extra, ka in (([], 0), (["-k"], 500), (["-k", "-W", "2", "-c", "7"], 500), (["-k", "-P", "8"], 500)):
+            rc, out, err, _ = run_bench(["-q", "-n", "500", "-c", "10"] + extra + [url])
+            self.assertEqual(rc, 0, err)
+            f = fields(out)
+            self.assertClean(f, 500)
+            self.assertEqual(num(f["Document Length"]), 12)
+            self.assertEqual(num(f["HTML transferred"]), 500 * 12)
+            self.assertEqual(f["Server Software"], "peregrine")
+            if ka:
+                self.assertEqual(num(f["Keep-Alive requests"]), ka, out)
+            self.assertIn("200: 500", out)
+        # a large body
+        rc, out, err, _ = run_bench(["-q", "-k", "-n", "50", "-c", "5", f"http://127.0.0.1:{srv.port}/big.bin"])
+        f = fields(out)
+        self.assertClean(f, 50)
+        self.assertEqual(num(f["HTML transferred"]), 50 * 70000)
+
+    def test_report_has_every_ab_field(self):
+        if not AB:
+            self.skipTest("ab (apache2-utils) not installed")
+        srv = self.start_peregrine()
+        for args in (["-k", "-n", "300", "-c", "4"], ["-n", "200", "-c", "3"]):
+            for path in ("/index.html", "/missing"):
+                url = f"http://127.0.0.1:{srv.port}{path}"
+                ab = subprocess.run([AB] + args + [url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    timeout=60).stdout.decode()
+                rc, out, err, _ = run_bench(args + [url])
+                self.assertEqual(rc, 0, err)
+                fa, fb = fields(ab), fields(out)
+                for name in fa:
+                    if name in ("This is ApacheBench, Version 2.3 <$Revision$>", "Copyright 1996 Adam Twiss, Zeus Technology Ltd, http"):
+                        continue
+                    if name.startswith(("Copyright", "Licensed", "Benchmarking", "This is")):
+                        continue
+                    self.assertIn(name, fb, f"field {name!r} of ab missing:\n{out}")
+                for name in ("Complete requests", "Failed requests", "Non-2xx responses", "Keep-Alive requests",
+                             "Document Length", "Server Software", "Concurrency Level", "Document Path"):
+                    if name in fa:
+                        self.assertEqual(fa[name], fb[name], f"{name}: ab {fa[name]!r}, ours {fb[name]!r}")
+                for section in ("Connection Times (ms)", "Percentage of the requests served within a certain time (ms)"):
+                    self.assertEqual(section in ab, section in out)
+                for label in ("Connect:", "Processing:", "Waiting:", "Total:", "  50%", "  99%", " 100%"):
+                    self.assertIn(label, out)
+                self.assertRegex(out, r"99\.9%\s+\d+")
+                self.assertRegex(out, r"99\.99%\s+\d+")
+                self.assertIn("Client CPU:", out)
+
+    def test_json_parses(self):
+        srv = self.start_peregrine()
+        rc, out, err, _ = run_bench(["--json", "-k", "-n", "200", "-c", "4",
+                                     f"http://127.0.0.1:{srv.port}/index.html"])
+        self.assertEqual(rc, 0, err)
+        j = json.loads(out)
+        self.assertEqual(j["complete_requests"], 200)
+        self.assertEqual(j["failed_requests"], 0)
+        self.assertEqual(j["keep_alive_requests"], 200)
+        self.assertEqual(j["status_codes"], {"200": 200})
+        self.assertIn("99.99", j["percentiles_ms"])
+        self.assertGreaterEqual(j["client_cpu"]["user_s"], 0)
+
+    def test_time_limit_without_n(self):
+        srv = self.start_peregrine()
+        rc, out, err, elapsed = run_bench(["-q", "-k", "-c", "4", "-t", "1",
+                                           f"http://127.0.0.1:{srv.port}/index.html"])
+        self.assertEqual(rc, 0, err)
+        f = fields(out)
+        self.assertGreater(num(f["Complete requests"]), 100)
+        self.assertEqual(num(f["Failed requests"]), 0)
+        self.assertLess(elapsed, 3.5)
+        self.assertAlmostEqual(float(f["Time taken for tests"].split()[0]), 1.0, delta=0.3)
+
+    def test_rate_limited(self):
+        srv = self.start_peregrine()
+        rc, out, err, elapsed = run_bench(["-q", "-k", "-c", "4", "-R", "200", "--duration", "1s", "--json",
+                                           f"http://127.0.0.1:{srv.port}/index.html"])
+        self.assertEqual(rc, 0, err)
+        j = json.loads(out)
+        self.assertTrue(140 <= j["complete_requests"] <= 230, j["complete_requests"])
+        self.assertTrue(j["latency_corrected_for_coordinated_omission"])
+
+    def test_compare_mode(self):
+        srv = self.start_peregrine()
+        other = self.raw(lambda head, body, i: (length_response(b"hello bench\n"), False))
+        svg = os.path.join(tempfile.mkdtemp(prefix="bench-plot-"), "plot.svg")
+        self.addCleanup(shutil.rmtree, os.path.dirname(svg), True)
+        rc, out, err, _ = run_bench(["compare", "--rounds", "2", "-k", "-n", "200", "-c", "4", "--plot", svg,
+                                     f"http://127.0.0.1:{srv.port}/index.html", other.url("/index.html")], timeout=60)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("Requests per second", out)
+        self.assertIn("#1", out)
+        self.assertIn("#2", out)
+        self.assertRegex(out, r"Requests per second\s+[\d.]+\s+[\d.]+ \(x[\d.]+\)")
+        self.assertEqual(err.count("round "), 4)
+        with open(svg) as fh:
+            text = fh.read()
+        self.assertTrue(text.startswith("<svg"))
+        self.assertEqual(text.count("<polyline"), 2)
+        rc, out, err, _ = run_bench(["compare", "--rounds", "1", "--json", "-n", "50", "-c", "2",
+                                     f"http://127.0.0.1:{srv.port}/index.html", other.url("/index.html")], timeout=60)
+        j = json.loads(out)
+        self.assertEqual(len(j["targets"]), 2)
+        self.assertEqual(j["targets"][0]["ratio_to_first"]["Requests per second"], 1)
+
+    # -- Python servers --------------------------------------------------------------------
+
+    def test_chunked_keep_alive(self):
+        body = b"5\r\nhello\r\n7\r\n world!\r\n0\r\n\r\n"
+        s = self.raw(lambda head, b, i: (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body, False))
+        rc, out, err, _ = run_bench(["-q", "-k", "-n", "300", "-c", "3", s.url()])
+        f = fields(out)
+        self.assertClean(f, 300)
+        self.assertEqual(num(f["Document Length"]), 12)
+        self.assertEqual(num(f["Keep-Alive requests"]), 300)
+        self.assertEqual(num(f["HTML transferred"]), 300 * len(body))
+        self.assertIn("3 opened", out)
+
+    def test_close_delimited_http10(self):
+        s = self.raw(lambda head, b, i: (b"HTTP/1.0 200 OK\r\nServer: old\r\n\r\nclose-delimited body", True))
+        rc, out, err, _ = run_bench(["-q", "-k", "-n", "100", "-c", "4", s.url()])
+        f = fields(out)
+        self.assertClean(f, 100)
+        self.assertEqual(num(f["Document Length"]), len(b"close-delimited body"))
+        self.assertEqual(num(f["Keep-Alive requests"]), 0)
+        self.assertIn("HTTP/1.0 response without Content-Length", out)
+        self.assertIn("Closed by the server:   100 connections", out)
+
+    def test_server_closing_keep_alive_is_explained_and_fast(self):
+        # Says nothing, answers one request per connection and closes: the next request on it
+        # finds the connection gone (ab -k stalls here until its timeout).
+        s = self.raw(lambda head, b, i: (length_response(b"x" * 10), True))
+        rc, out, err, elapsed = run_bench(["-q", "-k", "-n", "200", "-c", "4", "-s", "20", s.url()])
+        f = fields(out)
+        self.assertClean(f, 200)
+        self.assertLess(elapsed, 10)
+        self.assertIn("Closed by the server:", out)
+        self.assertRegex(out, r"closed an idle kept-alive connection|reset a kept-alive connection")
+        # Connection: close is named as the reason when the server says it.
+        s2 = self.raw(lambda head, b, i: (length_response(b"x" * 10, extra=b"Connection: close\r\n"), True))
+        rc, out, err, elapsed = run_bench(["-q", "-k", "-n", "50", "-c", "2", s2.url()])
+        f = fields(out)
+        self.assertClean(f, 50)
+        self.assertEqual(num(f["Keep-Alive requests"]), 0)
+        self.assertIn("the server sent 'Connection: close'", out)
+
+    def test_never_answering_server_times_out_on_time(self):
+        s = self.raw(None, answer=False)
+        rc, out, err, elapsed = run_bench(["-q", "-n", "4", "-c", "2", "-s", "1", s.url()], timeout=20)
+        f = fields(out)
+        self.assertEqual(num(f["Complete requests"]), 4)
+        self.assertEqual(num(f["Failed requests"]), 4)
+        self.assertIn("timeout 4", out)
+        self.assertLess(elapsed, 4.5)
+        # A time limit ends the run on time even with requests outstanding.
+        rc, out, err, elapsed = run_bench(["-q", "-k", "-c", "3", "-t", "1", s.url()], timeout=20)
+        self.assertLess(elapsed, 3)
+        self.assertIn("In flight at the end:   3 requests", out)
+
+    def test_variable_length_is_not_a_failure(self):
+        s = self.raw(lambda head, b, i: (length_response(b"y" * (10 + i % 7)), False))
+        rc, out, err, _ = run_bench(["-q", "-k", "-n", "140", "-c", "2", s.url()])
+        f = fields(out)
+        self.assertClean(f, 140)
+        self.assertEqual(f["Document Length"], "Variable")
+        self.assertIn("not failures", out)
+        rc, out, err, _ = run_bench(["-q", "-k", "-n", "140", "-c", "1", "--strict-length", s.url()])
+        f = fields(out)
+        self.assertEqual(num(f["Complete requests"]), 140)
+        failed = num(f["Failed requests"])
+        self.assertEqual(failed, 120)  # 6 of every 7 lengths differ from the first response's
+        self.assertIn(f"Length: {failed}", out)
+
+    def test_non_2xx_counted(self):
+        codes = ["200 OK", "404 Not Found", "500 Internal Server Error", "301 Moved Permanently"]
+        s = self.raw(lambda head, b, i: (length_response(b"z", status=codes[i % 4],
+                                                          extra=b"Location: /x\r\n" if i % 4 == 3 else b""), False))
+        rc, out, err, _ = run_bench(["-q", "-k", "-n", "200", "-c", "1", "--json", s.url()])
+        j = json.loads(out)
+        self.assertEqual(j["complete_requests"], 200)
+        self.assertEqual(j["failed_requests"], 0)
+        self.assertEqual(j["non_2xx_responses"], 150)
+        self.assertEqual(j["status_codes"], {"200": 50, "301": 50, "404": 50, "500": 50})
+        self.assertEqual(len(s.requests), 200)  # a redirect is not followed
+
+    def test_post_body_and_headers(self):
+        s = self.raw(lambda head, b, i: (length_response(b"ok"), False))
+        tmp = tempfile.mkdtemp(prefix="bench-post-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        payload = os.path.join(tmp, "body.json")
+        with open(payload, "wb") as fh:
+            fh.write(b'{"a": 1, "b": [1, 2, 3]}')
+        rc, out, err, _ = run_bench(["-q", "-k", "-n", "20", "-c", "2", "-p", payload, "-T", "application/json",
+                                     "-H", "X-Test: 1", "-C", "sid=abc", "-A", "user:pass", s.url("/post?q=1")])
+        f = fields(out)
+        self.assertClean(f, 20)
+        self.assertIn("Total body sent", f)
+        self.assertEqual(len(s.requests), 20)
+        head, body = s.requests[0]
+        self.assertEqual(body, b'{"a": 1, "b": [1, 2, 3]}')
+        self.assertTrue(head.startswith(b"POST /post?q=1 HTTP/1.1\r\n"), head)
+        self.assertIn(b"Content-Type: application/json", head)
+        self.assertIn(b"X-Test: 1", head)
+        self.assertIn(b"Cookie: sid=abc", head)
+        self.assertIn(b"Authorization: Basic dXNlcjpwYXNz", head)
+        # PUT with -u, HEAD with -i, HTTP/1.0
+        rc, out, err, _ = run_bench(["-q", "-n", "3", "-u", payload, s.url("/put")])
+        self.assertTrue(s.requests[-1][0].startswith(b"PUT /put HTTP/1.1"))
+        self.assertIn(b"Connection: close", s.requests[-1][0])
+        s.requests.clear()
+        rc, out, err, _ = run_bench(["-q", "-k", "--http1.0", "-i", "-n", "3", s.url("/h")])
+        self.assertTrue(s.requests[-1][0].startswith(b"HEAD /h HTTP/1.0"))
+        self.assertIn(b"Connection: keep-alive", s.requests[-1][0])
+        self.assertClean(fields(out), 3)
+
+    def test_protocol_errors_and_connect_errors(self):
+        s = self.raw(lambda head, b, i: (b"HTTP/1.1 2x0 Bad\r\n\r\n", True))
+        rc, out, err, _ = run_bench(["-q", "-n", "10", "-c", "2", s.url()])
+        f = fields(out)
+        self.assertEqual(num(f["Failed requests"]), 10)
+        self.assertIn("protocol 10", out)
+        # Nothing listens on this port.
+        dead = socket.socket()
+        dead.bind(("127.0.0.1", 0))
+        port = dead.getsockname()[1]
+        dead.close()
+        rc, out, err, elapsed = run_bench(["-q", "-n", "10", "-c", "2", f"http://127.0.0.1:{port}/"])
+        f = fields(out)
+        self.assertEqual(num(f["Failed requests"]), 10)
+        self.assertIn("connect 10", out)
+        self.assertIn("(Connect: 10, Receive: 0, Length: 0, Exceptions: 0)", out)
+
+    def test_ipv6_literal(self):
+        try:
+            sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            sock.bind(("::1", 0))
+        except OSError:
+            self.skipTest("no IPv6 loopback")
+        sock.listen(16)
+        port = sock.getsockname()[1]
+
+        def serve():
+            while True:
+                try:
+                    c, _ = sock.accept()
+                except OSError:
+                    return
+                c.recv(65536)
+                c.sendall(length_response(b"v6"))
+                c.close()
+        threading.Thread(target=serve, daemon=True).start()
+        self.addCleanup(sock.close)
+        rc, out, err, _ = run_bench(["-q", "-n", "5", f"http://[::1]:{port}/"])
+        f = fields(out)
+        self.assertClean(f, 5)
+        self.assertEqual(f["Server Hostname"], "::1")
+
+    def test_usage_errors(self):
+        rc, out, err, _ = run_bench(["-n", "abc", "http://127.0.0.1:1/"])
+        self.assertNotEqual(rc, 0)
+        self.assertIn("-n wants", err)
+        rc, out, err, _ = run_bench(["ftp://x/"])
+        self.assertNotEqual(rc, 0)
+        rc, out, err, _ = run_bench(["--help"])
+        self.assertEqual(rc, 0)
+        self.assertIn("-W threads", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
