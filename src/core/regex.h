@@ -20,6 +20,8 @@ class Regex {
   static std::shared_ptr<const Regex> compile(std::string_view pattern, std::string* error_message,
                                               size_t* error_offset);
   ~Regex();
+  Regex(const Regex&) = delete;  // owns the compiled pattern
+  Regex& operator=(const Regex&) = delete;
   bool match(std::string_view subject, Captures* captures = nullptr) const;
   const std::string& pattern() const { return pattern_; }
 
