@@ -81,6 +81,7 @@ class LimitsTest(ServerTestCase):
                 break
             if c.buf:
                 self.assertTrue(c.buf.startswith(b"HTTP/1.1 408 "), c.buf[:200])
+                c.read_response()  # the 408 itself; then the close
                 closed = c.wait_closed(1.0)
                 break
         elapsed = time.monotonic() - t0
