@@ -37,6 +37,7 @@ class Server {
   Server& workers(int count);           // 0 (default): one per core
   Server& access_log(std::string target);  // "off" (default), "stdout", "stderr" or a path
   // Requests whose path starts with `prefix` go to the handler; routes match in call order.
+  // A HandlerFunction receives the request body in request.body.
   Server& route(std::string prefix, std::shared_ptr<Handler> handler);
   Server& route(std::string prefix, HandlerFunction function);
   Server& route_factory(std::string prefix, HandlerFactory factory);

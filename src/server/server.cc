@@ -18,6 +18,8 @@ class FunctionHandler final : public Handler {
  public:
   explicit FunctionHandler(Server::HandlerFunction f) : f_(std::move(f)) {}
   void handle(const Request& request, Response& response) override { f_(request, response); }
+  // Application code usually reads POST data: give it the body (bounded by max_body_bytes).
+  bool wants_body() const override { return true; }
 
  private:
   Server::HandlerFunction f_;
