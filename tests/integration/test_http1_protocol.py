@@ -385,6 +385,50 @@ class Http1Test(ServerTestCase):
         self.assert_serving(self.srv)
 
 
+class BackPressureTest(ServerTestCase):
+    def test_deep_pipeline_without_reading(self):
+        # 400 pipelined requests for a 16 KB file sent before reading anything: the server must
+        # stop reading while its output is blocked, then deliver every response, in order.
+        body = bytes(range(256)) * 64
+        root = self.make_root({"f.bin": body, "g.txt": b"g\n"})
+        srv = self.start_config(make_config(root))
+        c = self.raw(srv.port, timeout=15)
+        reqs = b"".join(build_request("GET", "/f.bin" if i % 3 else "/g.txt") for i in range(400))
+        import threading
+        sender = threading.Thread(target=c.send, args=(reqs,))
+        sender.start()
+        time.sleep(0.5)
+        for i in range(400):
+            r = c.read_response()
+            self.assertEqual(r.status, 200, f"response {i}")
+            self.assertEqual(r.body, body if i % 3 else b"g\n", f"response {i}")
+        sender.join(10)
+        self.assertFalse(c.wait_closed(0.2))
+
+    def test_half_close_after_request(self):
+        root = self.make_root({"hello.txt": b"hello\n"})
+        srv = self.start_config(make_config(root))
+        c = self.raw(srv.port)
+        c.send(build_request("GET", "/hello.txt"))
+        c.sock.shutdown(socket.SHUT_WR)
+        r = c.read_response()
+        self.assertEqual((r.status, r.body), (200, b"hello\n"), "a client that half-closes after its request")
+        self.assertTrue(c.wait_closed(2))
+
+    def test_many_idle_connections(self):
+        root = self.make_root({"hello.txt": b"hello\n"})
+        srv = self.start_config(make_config(root, workers=2))
+        idle = [RawClient(srv.port) for _ in range(500)]
+        try:
+            time.sleep(0.3)
+            self.assertEqual(self.get(srv.port, "/hello.txt")[::2], (200, b"hello\n"))
+            for c in idle[::50]:
+                self.assertEqual(c.request("GET", "/hello.txt").body, b"hello\n")
+        finally:
+            for c in idle:
+                c.close()
+
+
 class QuickModeTest(ServerTestCase):
     def test_quick_mode_serves_root(self):
         root = self.make_root(FILES)

@@ -77,6 +77,8 @@ CASES = [
     ("origin-form target not starting with /", f"GET hello.txt HTTP/1.1\r\n{H}\r\n", 400),
     ("control character in target", f"GET /a\x01b HTTP/1.1\r\n{H}\r\n", 400),
     ("NUL in target", f"GET /a\x00b HTTP/1.1\r\n{H}\r\n", 400),
+    ("invalid percent-encoding", f"GET /a%zz HTTP/1.1\r\n{H}\r\n", 400),
+    ("truncated percent-encoding", f"GET /a%2 HTTP/1.1\r\n{H}\r\n", 400),
     ("binary garbage", "\x00\x01\x02\x03garbage\r\n\r\n", 400),
     ("huge target", f"GET /{'a' * 20000} HTTP/1.1\r\n{H}\r\n", 414),
     ("huge headers", f"GET / HTTP/1.1\r\n{H}" + "".join(f"X-Pad-{i}: {'v' * 1000}\r\n" for i in range(40)) + "\r\n", 431),

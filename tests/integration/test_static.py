@@ -255,6 +255,80 @@ class RangeTest(StaticTest):
         self.assertEqual((code, body), (b"206", TEXT36[5:10]))
 
 
+class RangeEdgeTest(StaticTest):
+    def test_edge_ranges(self):
+        size = len(TEXT36)
+        status, headers, body = self.get(self.port, "/range.txt", {"Range": "bytes=0-0"})
+        self.assertEqual((status, body, headers.get("Content-Range")), (206, b"0", f"bytes 0-0/{size}"))
+        status, headers, body = self.get(self.port, "/range.txt", {"Range": "bytes=-100"})
+        self.assertEqual((status, body, headers.get("Content-Range")), (206, TEXT36, f"bytes 0-35/{size}"),
+                         "a suffix longer than the file selects the whole file")
+        status, headers, _ = self.get(self.port, "/range.txt", {"Range": "bytes=-0"})
+        self.assertEqual((status, headers.get("Content-Range")), (416, f"bytes */{size}"), "bytes=-0")
+
+    def test_invalid_range_ignored(self):
+        for spec in ("bytes=5-2", "bytes=abc", "items=0-5", "bytes=0-5,"):
+            status, headers, body = self.get(self.port, "/range.txt", {"Range": spec})
+            if spec == "bytes=0-5,":
+                # A trailing empty list element is allowed by the grammar (RFC 9110 5.6.1).
+                self.assertIn(status, (200, 206), spec)
+                continue
+            self.assertEqual((status, body), (200, TEXT36), f"an invalid Range ({spec}) is ignored")
+
+    def test_range_on_empty_file(self):
+        status, headers, _ = self.get(self.port, "/empty.txt", {"Range": "bytes=0-10"})
+        self.assertEqual(status, 416)
+        self.assertEqual(headers.get("Content-Range"), "bytes */0")
+
+    def test_head_with_range(self):
+        c = self.raw(self.port)
+        r = c.request("HEAD", "/range.txt", {"Range": "bytes=0-9"})
+        # RFC 9110 14.2 defines range handling for GET only, so a HEAD may ignore Range (200 with
+        # the full length) or mirror the GET (206); either way, no body.
+        self.assertIn((r.status, r.header("content-length"), r.body), ((200, "36", b""), (206, "10", b"")))
+        self.assertEqual(c.request("GET", "/hello.txt").body, b"hello\n", "bytes after a HEAD 206")
+
+    def test_if_none_match_with_range(self):
+        etag = self.get(self.port, "/range.txt")[1]["ETag"]
+        status, _, body = self.get(self.port, "/range.txt", {"Range": "bytes=0-3", "If-None-Match": etag})
+        self.assertEqual((status, body), (304, b""))
+
+    def test_keepalive_after_error_statuses(self):
+        c = self.raw(self.port)
+        etag = c.request("GET", "/hello.txt").header("etag")
+        for headers, path, status in (({}, "/nope", 404), ({"If-None-Match": etag}, "/hello.txt", 304),
+                                      ({"Range": "bytes=900-"}, "/range.txt", 416), ({}, "/nodir/", 403),
+                                      ({}, "/dir", 301)):
+            r = c.request("GET", path, headers)
+            self.assertEqual(r.status, status, path)
+            self.assertNotIn("close", r.connection_tokens(), f"GET {path} ({status}) closed the connection")
+        self.assertEqual(c.request("GET", "/hello.txt").body, b"hello\n")
+
+    def test_date_header_advances(self):
+        d1 = self.get(self.port, "/hello.txt")[1]["Date"]
+        time.sleep(1.1)
+        d2 = self.get(self.port, "/hello.txt")[1]["Date"]
+        self.assertNotEqual(d1, d2, "the cached Date header did not advance")
+
+
+class SiteStaticOptionsTest(ServerTestCase):
+    def test_etag_off_and_index_list(self):
+        root = self.make_root({"home.htm": b"home\n", "index.html": b"index\n", "sub/index.html": b"sub\n"})
+        srv = self.start_config(make_config(root, site='etag = false\nindex = ["home.htm", "index.html"]'))
+        status, headers, body = self.get(srv.port, "/")
+        self.assertEqual((status, body), (200, b"home\n"), "first index name that exists wins")
+        self.assertIsNone(headers.get("ETag"), "etag = false still sends an ETag")
+        self.assertIsNotNone(headers.get("Last-Modified"))
+        self.assertEqual(self.get(srv.port, "/sub/")[::2], (200, b"sub\n"))
+
+    def test_server_header(self):
+        root = self.make_root({"hello.txt": b"hello\n"})
+        srv = self.start_config(make_config(root, top='server_header = "edge/1.0"'))
+        self.assertEqual(self.get(srv.port, "/hello.txt")[1]["Server"], "edge/1.0")
+        srv2 = self.start_config(make_config(root, top='server_header = ""'), name="none.toml")
+        self.assertIsNone(self.get(srv2.port, "/hello.txt")[1]["Server"])
+
+
 class LargeFileTest(ServerTestCase):
     def setUp(self):
         super().setUp()
