@@ -57,6 +57,38 @@ class HelloTest(ServerTestCase):
         r = c.read_response()
         self.assert_hello(r.status, r.body, "GET after chunked POST")
 
+    def test_expect_100_continue(self):
+        # The application handler reads bodies: the client must get 100 Continue before the body.
+        for framing, body in (({"Content-Length": "5"}, b"hello"),
+                              ({"Transfer-Encoding": "chunked"}, b"5\r\nhello\r\n0\r\n\r\n")):
+            c = self.raw(self.port)
+            c.send(build_request("POST", "/upload", dict(framing, Expect="100-continue")))
+            r = c.read_response(timeout=3)
+            self.assertEqual(r.status, 100, f"{framing}: expected 100 Continue first, got {r}")
+            self.assertTrue(r.head_bytes.startswith(b"HTTP/1.1 100 Continue\r\n"), r.head_bytes)
+            c.send(body)
+            r = c.read_response()
+            self.assert_hello(r.status, r.body, f"final response after 100 Continue ({framing})")
+            r = c.request("GET", "/next")
+            self.assert_hello(r.status, r.body, f"next request on the connection ({framing})")
+
+    def test_expect_100_continue_too_large(self):
+        # Over the default max_body_bytes (1 MiB): the final 413 comes at once, no 100.
+        c = self.raw(self.port)
+        c.send(build_request("POST", "/upload", {"Content-Length": str(2 * 1024 * 1024), "Expect": "100-continue"}))
+        r = c.read_response(timeout=3)
+        self.assertEqual(r.status, 413, r)
+
+    def test_curl_upload(self):
+        path = os.path.join(self.tmp, "up.bin")
+        with open(path, "wb") as f:
+            f.write(os.urandom(300000))
+        r = subprocess.run(["curl", "-sS", "--max-time", "10", "--data-binary", "@" + path,
+                            f"http://127.0.0.1:{self.port}/up", "-w", "\n%{http_code}"],
+                           capture_output=True, timeout=20)
+        self.assertEqual(r.stdout.rstrip(b"\n").split(b"\n")[-1], b"200", r.stderr)
+        self.assertEqual(r.stdout.split(b"\n")[0], b"Hello world")
+
     def test_malformed_is_rejected(self):
         c = self.raw(self.port)
         c.send(b"GET / HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n")
