@@ -434,6 +434,62 @@ class BenchToolTest(unittest.TestCase):
         self.assertClean(f, 5)
         self.assertEqual(f["Server Hostname"], "::1")
 
+    def test_https_with_sni(self):
+        import ssl
+        openssl = shutil.which("openssl")
+        if not openssl:
+            self.skipTest("openssl not installed")
+        tmp = tempfile.mkdtemp(prefix="bench-tls-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+        subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+                        "-days", "2", "-keyout", key, "-out", cert], check=True, capture_output=True, timeout=60)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        names = []
+        ctx.sni_callback = lambda sslsock, name, c: names.append(name)
+        family, _, _, _, addr = socket.getaddrinfo("localhost", 0, type=socket.SOCK_STREAM)[0]
+        lsock = socket.socket(family, socket.SOCK_STREAM)
+        lsock.bind((addr[0], 0))
+        lsock.listen(64)
+        port = lsock.getsockname()[1]
+        self.addCleanup(lsock.close)
+
+        def serve(conn):
+            try:
+                tls = ctx.wrap_socket(conn, server_side=True)
+                buf = b""
+                while True:
+                    data = tls.recv(65536)
+                    if not data:
+                        break
+                    buf += data
+                    while b"\r\n\r\n" in buf:
+                        _, _, buf = buf.partition(b"\r\n\r\n")
+                        tls.sendall(length_response(b"secure"))
+                tls.close()
+            except (OSError, ssl.SSLError):
+                pass
+
+        def accept():
+            while True:
+                try:
+                    c, _ = lsock.accept()
+                except OSError:
+                    return
+                threading.Thread(target=serve, args=(c,), daemon=True).start()
+        threading.Thread(target=accept, daemon=True).start()
+        rc, out, err, _ = run_bench(["-q", "-k", "-n", "40", "-c", "2", f"https://localhost:{port}/"])
+        f = fields(out)
+        self.assertClean(f, 40)
+        self.assertEqual(num(f["Keep-Alive requests"]), 40)
+        self.assertEqual(num(f["Document Length"]), 6)
+        self.assertIn("TLSv1", f["SSL/TLS Protocol"])
+        self.assertEqual(f["TLS Server Name"], "localhost")
+        self.assertIn("localhost", names)
+        rc, out, err, _ = run_bench(["-q", "-n", "10", "-c", "2", f"https://localhost:{port}/"])
+        self.assertClean(fields(out), 10)
+
     def test_usage_errors(self):
         rc, out, err, _ = run_bench(["-n", "abc", "http://127.0.0.1:1/"])
         self.assertNotEqual(rc, 0)
