@@ -108,6 +108,7 @@ struct Conn final : event::Pollable {
   SSL* ssl = nullptr;
   State state = State::kClosed;
   bool in_ready_list = false;  // -R: waiting for a scheduled request
+  int64_t ready_since = 0;     // -R: when it joined the ready list
   ConnTimer timer;
   ResponseParser parser;
   std::string carry;           // an incomplete response head, kept between reads
@@ -180,9 +181,10 @@ class Worker {
   void after_close(Conn& c, int64_t now);
   void arm(Conn& c, int64_t now) { timeouts_.arm(c.timer, now / 1'000'000); }
   void dispatch(int64_t now);
-  void make_ready(Conn& c) {
+  void make_ready(Conn& c, int64_t now) {
     if (interval_ns_ && !c.in_ready_list && c.outstanding < static_cast<uint32_t>(sh_.pipeline)) {
       c.in_ready_list = true;
+      c.ready_since = now;
       ready_.push_back(&c);
     }
   }
@@ -603,7 +605,7 @@ bool Worker::complete(Conn& c, int64_t now) {
   }
   const uint32_t generation = c.generation;
   if (interval_ns_) {
-    make_ready(c);
+    make_ready(c, now);
     dispatch(now);
   } else {
     fill(c, now);
@@ -680,7 +682,7 @@ void Worker::close_conn(Conn& c) {
 
 void Worker::after_close(Conn& c, int64_t now) {
   if (interval_ns_) {
-    make_ready(c);
+    make_ready(c, now);
   } else if (opening_) {
     restart_.push_back(&c);  // failed inside open(): retry from the loop, not by recursion
   } else {
@@ -699,7 +701,11 @@ void Worker::dispatch(int64_t now) {
       continue;
     }
     if (!take_unit()) return;
-    queue_request(*c, now, next_send_ns_);
+    // Lateness is the server's when no connection was free at the scheduled time: measure from
+    // the schedule (coordinated omission). When a connection was free and we were late (timer
+    // granularity), the delay is ours: measure from now.
+    const int64_t intended = c->ready_since <= next_send_ns_ ? now : next_send_ns_;
+    queue_request(*c, now, intended);
     next_send_ns_ += interval_ns_;
     if (c->outstanding >= static_cast<uint32_t>(sh_.pipeline)) {
       c->in_ready_list = false;
@@ -718,7 +724,7 @@ void Worker::run() {
   int64_t now = NowNs();
   if (interval_ns_) {
     next_send_ns_ = now;
-    for (int i = conn_count_ - 1; i >= 0; --i) make_ready(conns_[static_cast<size_t>(i)]);
+    for (int i = conn_count_ - 1; i >= 0; --i) make_ready(conns_[static_cast<size_t>(i)], now);
     dispatch(now);
   } else {
     for (int i = 0; i < conn_count_; ++i) fill(conns_[static_cast<size_t>(i)], now);
@@ -756,7 +762,9 @@ void Worker::run() {
     if (t >= 0 && t < wait_ms) wait_ms = t;
     if (sh_.deadline_ns) wait_ms = std::min<int64_t>(wait_ms, (sh_.deadline_ns - now + 999'999) / 1'000'000);
     if (interval_ns_ && !ready_.empty()) {
-      wait_ms = std::min<int64_t>(wait_ms, std::max<int64_t>(0, (next_send_ns_ - now) / 1'000'000));
+      // Rounded up: an early wakeup would spin; lateness with a free connection is not
+      // charged to the server (see dispatch()).
+      wait_ms = std::min<int64_t>(wait_ms, std::max<int64_t>(0, (next_send_ns_ - now + 999'999) / 1'000'000));
     }
     int n = poller_->wait(static_cast<int>(std::max<int64_t>(wait_ms, 0)), events, 256);
     for (int i = 0; i < n; ++i) events[i].target->on_ready(events[i].readiness);
