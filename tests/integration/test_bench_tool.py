@@ -259,6 +259,21 @@ class BenchToolTest(unittest.TestCase):
         self.assertTrue(140 <= j["complete_requests"] <= 230, j["complete_requests"])
         self.assertTrue(j["latency_corrected_for_coordinated_omission"])
 
+    def test_rate_latency_corrected_for_coordinated_omission(self):
+        # One stall of 0.5 s on a single connection at 200 requests/s: the ~100 requests that
+        # were due during the stall count their wait (a closed-loop client would see one slow
+        # request and simply send fewer).
+        def respond(head, body, i):
+            if i == 60:
+                time.sleep(0.5)
+            return length_response(b"ok"), False
+        s = self.raw(respond)
+        rc, out, err, _ = run_bench(["-q", "-k", "-c", "1", "-R", "200", "-t", "2", "--json", s.url()])
+        j = json.loads(out)
+        self.assertGreater(j["complete_requests"], 300)
+        self.assertGreater(j["percentiles_ms"]["90"], 100, j["percentiles_ms"])
+        self.assertLess(j["percentiles_ms"]["50"], 50, j["percentiles_ms"])
+
     def test_compare_mode(self):
         srv = self.start_peregrine()
         other = self.raw(lambda head, body, i: (length_response(b"hello bench\n"), False))
