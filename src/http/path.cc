@@ -103,4 +103,15 @@ std::string_view extension_of(std::string_view path) {
   return name.substr(dot + 1);
 }
 
+bool path_is_normal(std::string_view raw_path) {
+  if (raw_path.empty() || raw_path.front() != '/') return false;
+  const char* p = raw_path.data();
+  const char* end = p + raw_path.size();
+  for (; p < end; ++p) {
+    if (*p == '%') return false;
+    if (*p == '/' && p + 1 < end && (p[1] == '/' || p[1] == '.')) return false;
+  }
+  return true;
+}
+
 }  // namespace peregrine::http

@@ -26,6 +26,11 @@ enum class PathStatus { kOk, kBadRequest };
 // `out` are unspecified.
 PathStatus normalize_path(std::string_view raw_path, std::string& out);
 
+// True when normalize_path would return raw_path unchanged: it starts with '/' and holds no
+// '%', no "//" and no segment starting with '.'. The common case, checked in one pass so the
+// caller can use raw_path as is and skip the copy.
+bool path_is_normal(std::string_view raw_path);
+
 // True when any segment of `path` begins with '.' (".git", ".env", ".well-known"). Meant for a
 // normalized path; used to deny dotfiles.
 bool path_has_dot_segment_start(std::string_view path);

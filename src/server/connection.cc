@@ -214,6 +214,8 @@ void Connection::handle_request(size_t head_length) {
   SiteRuntime& site = worker_.routes().site_for(request.host);
   if (request.target == "*") {
     request.path = "*";
+  } else if (http::path_is_normal(request.raw_path)) {
+    request.path = request.raw_path;
   } else if (http::normalize_path(request.raw_path, request.path_storage) != http::PathStatus::kOk) {
     respond_error(400, &request, &site);
     return;

@@ -243,3 +243,31 @@ TEST(NormalizePath, RandomInputsKeepTheInvariants) {
 
 }  // namespace
 }  // namespace peregrine::http
+
+namespace peregrine::http {
+namespace {
+
+// path_is_normal must agree with normalize_path: true only where normalizing changes nothing.
+TEST(PathIsNormal, AgreesWithNormalizePath) {
+  const char* samples[] = {"/", "/a", "/a/b.txt", "/a/", "/a//b", "//", "/.", "/..", "/a/./b",
+                           "/a/../b", "/.env", "/a/.git/x", "/%41", "/a%2Fb", "a", "", "/a.b/c.d",
+                           "/a/b..", "/a/..b", "/~user/x", "/a\\..\\b"};
+  std::string out;
+  for (const char* raw : samples) {
+    std::string_view v(raw);
+    bool normal = path_is_normal(v);
+    if (normal) {
+      ASSERT_EQ(normalize_path(v, out), PathStatus::kOk) << raw;
+      EXPECT_EQ(out, v) << raw;
+    }
+  }
+  EXPECT_TRUE(path_is_normal("/a/b.txt"));
+  EXPECT_FALSE(path_is_normal("/a/../b"));
+  EXPECT_FALSE(path_is_normal("/%2e%2e/x"));
+  EXPECT_FALSE(path_is_normal("//x"));
+  EXPECT_FALSE(path_is_normal("/.env"));
+  EXPECT_FALSE(path_is_normal("x"));
+}
+
+}  // namespace
+}  // namespace peregrine::http
