@@ -175,6 +175,25 @@ prefix = "/"
   EXPECT_EQ(site.routes[0].pos.column, 1u);
 }
 
+TEST_F(LoadTest, SiteWithRootServesUnmatchedPathsThroughAnImplicitLastRoute) {
+  auto config = load_ok(R"([[site]]
+root = "www"
+
+[[site.route]]
+exact = "/hello"
+return = 200
+body = "hi"
+)");
+  ASSERT_NE(config, nullptr);
+  const Site& site = config->sites[0];
+  ASSERT_EQ(site.routes.size(), 2u);
+  EXPECT_EQ(site.routes[0].handler, HandlerKind::kReturn);
+  EXPECT_EQ(site.routes[1].match, MatchKind::kPrefix);
+  EXPECT_EQ(site.routes[1].pattern, "/");
+  EXPECT_EQ(site.routes[1].handler, HandlerKind::kStatic);
+  EXPECT_EQ(site.routes[1].static_files.root, www());
+}
+
 TEST_F(LoadTest, RouteOverridesWinOverSiteDefaults) {
   auto config = load_ok(R"([[site]]
 root = "www"
