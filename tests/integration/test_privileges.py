@@ -1,0 +1,55 @@
+"""Started as root with `user = "nobody"`: the server binds, opens its logs, then runs as nobody
+and still serves and logs. Skipped when the tests do not run as root."""
+
+import os
+import time
+import unittest
+
+from harness import ServerTestCase, main, make_config, q
+
+
+def ids_of(pid):
+    ids = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("Uid:", "Gid:")):
+                key, *values = line.split()
+                ids[key[:-1]] = {int(v) for v in values}
+    return ids
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root to switch users")
+class PrivilegeDropTest(ServerTestCase):
+    def test_runs_as_the_configured_user_after_binding(self):
+        root = self.make_root({"hello.txt": b"hello\n"})
+        os.chmod(self.tmp, 0o755)
+        os.chmod(root, 0o755)
+        os.chmod(os.path.join(root, "hello.txt"), 0o644)
+        log_dir = os.path.join(self.tmp, "logs")
+        os.makedirs(log_dir, mode=0o700)  # only root may create files here
+        log = os.path.join(log_dir, "access.log")
+        srv = self.start_config(make_config(root, top='user = "nobody"', access_log=log))
+        ids = ids_of(srv.pid)
+        self.assertEqual(ids["Uid"], {65534}, ids)
+        self.assertEqual(ids["Gid"], {65534}, ids)
+        status, _, body = self.get(srv.port, "/hello.txt")
+        self.assertEqual((status, body), (200, b"hello\n"))
+        # The log was opened as root before the switch, so it is still written to.
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and not (os.path.exists(log) and os.path.getsize(log)):
+            time.sleep(0.05)
+        with open(log) as f:
+            self.assertIn('"GET /hello.txt HTTP/1.1" 200', f.read())
+
+    def test_unknown_user_is_a_config_error(self):
+        root = self.make_root({"a.txt": b"a"})
+        path = self.write_config(make_config(root, top='user = "no-such-user-here"'))
+        import subprocess
+        from harness import PEREGRINE_BIN
+        r = subprocess.run([PEREGRINE_BIN, "-t", "-c", path], capture_output=True, text=True, timeout=10)
+        self.assertEqual(r.returncode, 1, r)
+        self.assertRegex(r.stderr, r"peregrine\.toml:\d+:\d+: error: .*no-such-user-here")
+
+
+if __name__ == "__main__":
+    main()
