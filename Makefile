@@ -33,7 +33,10 @@ bench: build
 fuzz:
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz
-	./build/fuzz/fuzz_http1_parser -max_total_time=300 tests/fuzz/http1_parser/corpus
+	for dir in tests/fuzz/*/; do \
+	  name=$$(basename $$dir); \
+	  ./build/fuzz/fuzz_$$name -max_total_time=$${FUZZ_SECONDS:-120} $$dir/corpus || exit 1; \
+	done
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
