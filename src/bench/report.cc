@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include "core/strings.h"
 
 namespace peregrine::bench {
 namespace {
@@ -239,26 +240,9 @@ std::string format_text_report(const RunInfo& info, const RunStats& s) {
 }
 
 std::string json_escape(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c >= 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);  // bytes >= 0x7f as Latin-1 code points
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  append_json_string(out, s);
+  return out;
 }
 
 namespace {

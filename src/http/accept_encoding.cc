@@ -1,22 +1,13 @@
 #include "http/accept_encoding.h"
 
 #include <cstddef>
+#include "core/strings.h"
 
 namespace peregrine::http {
 namespace {
 
 constexpr bool is_ows(char c) {
   return c == ' ' || c == '\t';
-}
-
-bool iequals(std::string_view a, std::string_view lower) {
-  if (a.size() != lower.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char c = a[i];
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + ('a' - 'A'));
-    if (c != lower[i]) return false;
-  }
-  return true;
 }
 
 std::string_view trim(std::string_view s) {
@@ -72,16 +63,16 @@ AcceptedEncodings parse_accept_encoding(std::string_view value) {
         if (!param.empty()) malformed = true;  // a bare token is not a parameter
         continue;
       }
-      if (!iequals(trim(param.substr(0, eq)), "q")) continue;  // some other parameter
+      if (!ascii_iequals(trim(param.substr(0, eq)), "q")) continue;  // some other parameter
       q = parse_qvalue(trim(param.substr(eq + 1)));
       if (q < 0) malformed = true;
     }
     if (malformed) continue;
 
     int* slot = nullptr;
-    if (iequals(coding, "br")) {
+    if (ascii_iequals(coding, "br")) {
       slot = &q_br;
-    } else if (iequals(coding, "gzip") || iequals(coding, "x-gzip")) {
+    } else if (ascii_iequals(coding, "gzip") || ascii_iequals(coding, "x-gzip")) {
       slot = &q_gzip;
     } else if (coding == "*") {
       slot = &q_star;

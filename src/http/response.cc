@@ -1,32 +1,16 @@
 #include <unistd.h>
 
 #include "peregrine/response.h"
+#include "core/strings.h"
 
 namespace peregrine {
 
 BodyFile::~BodyFile() { ::close(fd_); }
 
-namespace {
-
-bool is_token_char(unsigned char c) {
-  // RFC 9110 5.6.2 tchar
-  if (c >= '0' && c <= '9') return true;
-  if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') return true;
-  switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
-
 bool Response::add_header(std::string_view name, std::string_view value) {
   if (name.empty()) return false;
   for (unsigned char c : name)
-    if (!is_token_char(c)) return false;
+    if (!is_tchar(c)) return false;
   for (unsigned char c : value)
     if (c == '\r' || c == '\n' || c == '\0') return false;
   headers_.append(name).append(": ").append(value).append("\r\n");

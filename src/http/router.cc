@@ -1,23 +1,9 @@
 #include "http/router.h"
 
 #include "http/path.h"
+#include "core/strings.h"
 
 namespace peregrine::http {
-namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x | 0x20);
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y | 0x20);
-    if (x != y) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 std::string_view host_without_port(std::string_view host) {
   if (!host.empty() && host.front() == '[') {
     size_t close = host.find(']');
@@ -31,9 +17,9 @@ bool host_matches(std::string_view pattern, std::string_view host) {
   if (!host.empty() && host.back() == '.') host.remove_suffix(1);  // "example.com." is the same host
   if (pattern.size() > 2 && pattern[0] == '*' && pattern[1] == '.') {
     std::string_view suffix = pattern.substr(1);  // ".example.com"
-    return host.size() > suffix.size() && iequals(host.substr(host.size() - suffix.size()), suffix);
+    return host.size() > suffix.size() && ascii_iequals(host.substr(host.size() - suffix.size()), suffix);
   }
-  return iequals(pattern, host);
+  return ascii_iequals(pattern, host);
 }
 
 size_t select_site(const config::Config& config, std::string_view host) {
@@ -57,7 +43,7 @@ bool route_matches(const config::Route& route, std::string_view path) {
       return path.starts_with(route.pattern);
     case config::MatchKind::kExtension:
       // Case-insensitive so that "x.PHP" can never slip past a ".php" route to another handler.
-      return iequals(extension_of(path), route.pattern);
+      return ascii_iequals(extension_of(path), route.pattern);
     case config::MatchKind::kRegex:
       return route.regex && route.regex->match(path);
   }

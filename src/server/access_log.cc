@@ -10,6 +10,7 @@
 #include <ctime>
 
 #include "core/log.h"
+#include "core/strings.h"
 
 namespace peregrine::server {
 namespace {
@@ -45,29 +46,6 @@ void append_escaped(std::string& out, std::string_view text) {
       out += static_cast<char>(c);
     }
   }
-}
-
-void append_json_string(std::string& out, std::string_view text) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c >= 0x7f) {  // bytes, not code points: keep the line valid UTF-8 JSON
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
 }
 
 void append_number(std::string& out, uint64_t value) {

@@ -16,16 +16,10 @@
 #include "http/http_date.h"
 #include "http/path.h"
 #include "http/range.h"
+#include "core/strings.h"
 
 namespace peregrine::static_files {
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if ((a[i] | 0x20) != (b[i] | 0x20)) return false;
-  return true;
-}
 
 // The request headers the static handler reads, found in one pass.
 struct StaticRequestHeaders {
@@ -37,23 +31,23 @@ struct StaticRequestHeaders {
       std::string_view n = h.name;
       switch (n.size()) {
         case 5:
-          if (iequals(n, "range")) range = h.value;
+          if (ascii_iequals(n, "range")) range = h.value;
           break;
         case 8:
-          if (iequals(n, "if-match")) conditional.if_match = h.value;
-          else if (iequals(n, "if-range")) if_range = h.value;
+          if (ascii_iequals(n, "if-match")) conditional.if_match = h.value;
+          else if (ascii_iequals(n, "if-range")) if_range = h.value;
           break;
         case 13:
-          if (iequals(n, "if-none-match")) conditional.if_none_match = h.value;
+          if (ascii_iequals(n, "if-none-match")) conditional.if_none_match = h.value;
           break;
         case 15:
-          if (iequals(n, "accept-encoding")) accept_encoding = h.value;
+          if (ascii_iequals(n, "accept-encoding")) accept_encoding = h.value;
           break;
         case 17:
-          if (iequals(n, "if-modified-since")) conditional.if_modified_since = h.value;
+          if (ascii_iequals(n, "if-modified-since")) conditional.if_modified_since = h.value;
           break;
         case 19:
-          if (iequals(n, "if-unmodified-since")) conditional.if_unmodified_since = h.value;
+          if (ascii_iequals(n, "if-unmodified-since")) conditional.if_unmodified_since = h.value;
           break;
         default:
           break;

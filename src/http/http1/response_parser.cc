@@ -11,22 +11,12 @@
 #include "http/http1/response_parser.h"
 
 #include <cstring>
+#include "core/strings.h"
 
 namespace peregrine::http1 {
 namespace {
 
 constexpr uint64_t kMaxContentLength = uint64_t{1} << 62;
-
-bool IsTchar(unsigned char c) {
-  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-  switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
-      return true;
-    default:
-      return false;
-  }
-}
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
@@ -209,7 +199,7 @@ bool ResponseParser::parse_head(std::string_view head) {
     }
     std::string_view name = line.substr(0, colon);
     for (char c : name) {
-      if (!IsTchar(static_cast<unsigned char>(c))) {
+      if (!is_tchar(static_cast<unsigned char>(c))) {
         error_ = "invalid field name (or whitespace before ':')";
         return false;
       }
