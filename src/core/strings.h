@@ -29,6 +29,17 @@ constexpr bool is_tchar(unsigned char c) {
   }
 }
 
+// Appends the decimal digits of `value`, without snprintf (this runs for every response).
+inline void append_decimal(std::string& out, unsigned long long value) {
+  char digits[24];
+  char* p = digits + sizeof digits;
+  do {
+    *--p = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value);
+  out.append(p, static_cast<size_t>(digits + sizeof digits - p));
+}
+
 // Appends `text` as a JSON string, quotes included. Bytes outside printable ASCII become \u00XX
 // (one code point per byte), so the output is valid JSON whatever bytes a client sent.
 inline void append_json_string(std::string& out, std::string_view text) {

@@ -48,12 +48,6 @@ void append_escaped(std::string& out, std::string_view text) {
   }
 }
 
-void append_number(std::string& out, uint64_t value) {
-  char digits[24];
-  int n = std::snprintf(digits, sizeof digits, "%llu", static_cast<unsigned long long>(value));
-  out.append(digits, n);
-}
-
 }  // namespace
 
 AccessLogWriter::AccessLogWriter() : thread_([this] { run(); }) {}
@@ -179,9 +173,9 @@ void AccessLogBuffer::log(const Request& request, int status, uint64_t body_byte
     append_json_string(out, request.target);
     out.append(",\"protocol\":\"HTTP/1.").append(1, static_cast<char>('0' + request.version_minor));
     out.append("\",\"status\":");
-    append_number(out, static_cast<uint64_t>(status));
+    append_decimal(out, static_cast<uint64_t>(status));
     out.append(",\"bytes\":");
-    append_number(out, body_bytes);
+    append_decimal(out, body_bytes);
     out.append(",\"host\":");
     append_json_string(out, request.host);
     out.append(",\"referer\":");
@@ -196,9 +190,9 @@ void AccessLogBuffer::log(const Request& request, int status, uint64_t body_byte
     out += ' ';
     append_escaped(out, request.target);
     out.append(" HTTP/1.").append(1, static_cast<char>('0' + request.version_minor)).append("\" ");
-    append_number(out, static_cast<uint64_t>(status));
+    append_decimal(out, static_cast<uint64_t>(status));
     out += ' ';
-    append_number(out, body_bytes);
+    append_decimal(out, body_bytes);
     out.append(" \"");
     append_escaped(out, referer.empty() ? "-" : referer);
     out.append("\" \"");

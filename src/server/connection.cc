@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "core/strings.h"
 #include "http/path.h"
 #include "http/router.h"
 #include "http/status.h"
@@ -50,16 +51,6 @@ std::string_view status_line(int status) {
 }
 
 bool status_has_body(int status) { return status >= 200 && status != 204 && status != 304; }
-
-void append_decimal(std::string& out, uint64_t value) {
-  char digits[24];
-  char* p = digits + sizeof digits;
-  do {
-    *--p = static_cast<char>('0' + value % 10);
-    value /= 10;
-  } while (value);
-  out.append(p, digits + sizeof digits - p);
-}
 
 void default_error_body(Response& response) {
   int status = response.status();
