@@ -66,7 +66,9 @@ class Response {
   std::string_view extra_headers() const { return headers_; }
   std::string_view prebuilt_headers() const { return prebuilt_headers_; }
   const std::vector<Segment>& segments() const { return segments_; }
-  std::string_view owned_bytes(const Segment& s) const { return {body_.data() + s.offset, s.length}; }
+  std::string_view owned_bytes(const Segment& s) const {
+    return {body_.data() + s.offset, s.length};
+  }
   void clear();
 
  private:

@@ -33,8 +33,8 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   // ---- Configure in code (ignored when config_file() is used) ----
-  Server& listen(std::string address);  // repeatable; default 127.0.0.1:8080; port 0 = any free
-  Server& workers(int count);           // 0 (default): one per core
+  Server& listen(std::string address);     // repeatable; default 127.0.0.1:8080; port 0 = any free
+  Server& workers(int count);              // 0 (default): one per core
   Server& access_log(std::string target);  // "off" (default), "stdout", "stderr" or a path
   // Requests whose path starts with `prefix` go to the handler; routes match in call order.
   // A HandlerFunction receives the request body in request.body.

@@ -14,7 +14,9 @@ std::string Fmt(const char* fmt, double v) {
   return buf;
 }
 
-double Ms(uint64_t us) { return static_cast<double>(us) / 1000.0; }
+double Ms(uint64_t us) {
+  return static_cast<double>(us) / 1000.0;
+}
 
 struct Row {
   const char* label;
@@ -59,11 +61,20 @@ std::string XmlEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -135,8 +146,9 @@ std::string format_compare_json(const std::vector<CompareTarget>& targets, int r
   std::string o = "{\n  \"rounds\": " + std::to_string(rounds) + ",\n  \"targets\": [\n";
   for (size_t i = 0; i < targets.size(); ++i) {
     const CompareTarget& t = targets[i];
-    o += "    {\n      \"url\": " + json_escape(t.url) + ",\n      \"server_software\": " +
-         json_escape(t.server_software) + ",\n      \"median\": {";
+    o += "    {\n      \"url\": " + json_escape(t.url) +
+         ",\n      \"server_software\": " + json_escape(t.server_software) +
+         ",\n      \"median\": {";
     bool first = true;
     for (const Row& row : kRows) {
       double v = MedianOf(t, row.field);
@@ -157,7 +169,8 @@ std::string format_compare_json(const std::vector<CompareTarget>& targets, int r
       o += r ? ", {" : "{";
       first = true;
       for (const Row& row : kRows) {
-        o += std::string(first ? "" : ", ") + json_escape(row.label) + ": " + Fmt("%.6g", t.rounds[r].*row.field);
+        o += std::string(first ? "" : ", ") + json_escape(row.label) + ": " +
+             Fmt("%.6g", t.rounds[r].*row.field);
         first = false;
       }
       o += "}";
@@ -170,10 +183,11 @@ std::string format_compare_json(const std::vector<CompareTarget>& targets, int r
 }
 
 std::string render_latency_svg(const std::vector<CompareTarget>& targets) {
-  static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-  static const double kPercentiles[] = {0,    10,   20,    30,    40,     50,     60,      70,     75,
-                                        80,   85,   90,    92.5,  95,     96,     97,      98,     99,
-                                        99.5, 99.7, 99.9,  99.95, 99.97,  99.99,  99.995,  99.999};
+  static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                  "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  static const double kPercentiles[] = {0,    10,   20,   30,    40,    50,    60,     70,    75,
+                                        80,   85,   90,   92.5,  95,    96,    97,     98,    99,
+                                        99.5, 99.7, 99.9, 99.95, 99.97, 99.99, 99.995, 99.999};
   const double width = 860, height = 500, left = 70, right = 220, top = 50, bottom = 60;
   const double plot_w = width - left - right, plot_h = height - top - bottom;
   const double x_max = 5.0;  // log10(1 / (1 - 0.99999))
@@ -197,40 +211,45 @@ std::string render_latency_svg(const std::vector<CompareTarget>& targets) {
   auto y_of = [&](double ms) { return top + plot_h * (1.0 - ms / y_max); };
 
   std::string o;
-  o += Fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" ", width) + Fmt("height=\"%.0f\" ", height) +
-       "font-family=\"sans-serif\" font-size=\"12\">\n";
+  o += Fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" ", width) +
+       Fmt("height=\"%.0f\" ", height) + "font-family=\"sans-serif\" font-size=\"12\">\n";
   o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   o += Fmt("<text x=\"%.0f\" y=\"28\" font-size=\"16\">Latency by percentile</text>\n", left);
   // Axes and grid.
   for (int i = 0; i <= 5; ++i) {
     double v = y_max * i / 5.0;
     double y = y_of(v);
-    o += Fmt("<line x1=\"%.1f\" ", left) + Fmt("y1=\"%.1f\" ", y) + Fmt("x2=\"%.1f\" ", left + plot_w) +
-         Fmt("y2=\"%.1f\" stroke=\"#ddd\"/>\n", y);
-    o += Fmt("<text x=\"%.1f\" ", left - 8) + Fmt("y=\"%.1f\" text-anchor=\"end\">", y + 4) + Fmt("%g</text>\n", v);
+    o += Fmt("<line x1=\"%.1f\" ", left) + Fmt("y1=\"%.1f\" ", y) +
+         Fmt("x2=\"%.1f\" ", left + plot_w) + Fmt("y2=\"%.1f\" stroke=\"#ddd\"/>\n", y);
+    o += Fmt("<text x=\"%.1f\" ", left - 8) + Fmt("y=\"%.1f\" text-anchor=\"end\">", y + 4) +
+         Fmt("%g</text>\n", v);
   }
   static const struct {
     double p;
     const char* label;
-  } kTicks[] = {{0, "0%"}, {90, "90%"}, {99, "99%"}, {99.9, "99.9%"}, {99.99, "99.99%"}, {99.999, "99.999%"}};
+  } kTicks[] = {{0, "0%"},       {90, "90%"},       {99, "99%"},
+                {99.9, "99.9%"}, {99.99, "99.99%"}, {99.999, "99.999%"}};
   for (const auto& tick : kTicks) {
     double x = x_of(tick.p);
     o += Fmt("<line x1=\"%.1f\" ", x) + Fmt("y1=\"%.1f\" ", top) + Fmt("x2=\"%.1f\" ", x) +
          Fmt("y2=\"%.1f\" stroke=\"#ddd\"/>\n", top + plot_h);
-    o += Fmt("<text x=\"%.1f\" ", x) + Fmt("y=\"%.1f\" text-anchor=\"middle\">", top + plot_h + 18) + tick.label +
-         "</text>\n";
+    o += Fmt("<text x=\"%.1f\" ", x) +
+         Fmt("y=\"%.1f\" text-anchor=\"middle\">", top + plot_h + 18) + tick.label + "</text>\n";
   }
   o += Fmt("<rect x=\"%.1f\" ", left) + Fmt("y=\"%.1f\" ", top) + Fmt("width=\"%.1f\" ", plot_w) +
        Fmt("height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n", plot_h);
-  o += Fmt("<text x=\"%.1f\" ", left + plot_w / 2) + Fmt("y=\"%.1f\" text-anchor=\"middle\">percentile</text>\n", height - 15);
+  o += Fmt("<text x=\"%.1f\" ", left + plot_w / 2) +
+       Fmt("y=\"%.1f\" text-anchor=\"middle\">percentile</text>\n", height - 15);
   o += Fmt("<text x=\"18\" y=\"%.1f\" ", top + plot_h / 2) +
-       Fmt("transform=\"rotate(-90 18 %.1f)\" text-anchor=\"middle\">latency (ms)</text>\n", top + plot_h / 2);
+       Fmt("transform=\"rotate(-90 18 %.1f)\" text-anchor=\"middle\">latency (ms)</text>\n",
+           top + plot_h / 2);
   // One line per target.
   for (size_t i = 0; i < targets.size(); ++i) {
     const CompareTarget& t = targets[i];
     const char* color = kColors[i % (sizeof kColors / sizeof kColors[0])];
     if (t.latency.count()) {
-      o += std::string("<polyline fill=\"none\" stroke-width=\"2\" stroke=\"") + color + "\" points=\"";
+      o += std::string("<polyline fill=\"none\" stroke-width=\"2\" stroke=\"") + color +
+           "\" points=\"";
       for (double p : kPercentiles) {
         double v = p == 0 ? Ms(t.latency.min()) : Ms(t.latency.percentile(p));
         o += Fmt("%.1f,", x_of(p)) + Fmt("%.1f ", y_of(v));
@@ -241,11 +260,13 @@ std::string render_latency_svg(const std::vector<CompareTarget>& targets) {
     double lx = left + plot_w + 15;
     o += Fmt("<line x1=\"%.1f\" ", lx) + Fmt("y1=\"%.1f\" ", ly) + Fmt("x2=\"%.1f\" ", lx + 20) +
          Fmt("y2=\"%.1f\" stroke-width=\"3\" stroke=\"", ly) + color + "\"/>\n";
-    std::string name = "#" + std::to_string(i + 1) + (t.server_software.empty() ? "" : " " + t.server_software);
-    o += Fmt("<text x=\"%.1f\" ", lx + 26) + Fmt("y=\"%.1f\">", ly + 4) + XmlEscape(name) + "</text>\n";
+    std::string name =
+        "#" + std::to_string(i + 1) + (t.server_software.empty() ? "" : " " + t.server_software);
+    o += Fmt("<text x=\"%.1f\" ", lx + 26) + Fmt("y=\"%.1f\">", ly + 4) + XmlEscape(name) +
+         "</text>\n";
     std::string url = t.url.size() > 30 ? t.url.substr(0, 29) + "..." : t.url;
-    o += Fmt("<text x=\"%.1f\" ", lx + 26) + Fmt("y=\"%.1f\" font-size=\"10\" fill=\"#555\">", ly + 18) +
-         XmlEscape(url) + "</text>\n";
+    o += Fmt("<text x=\"%.1f\" ", lx + 26) +
+         Fmt("y=\"%.1f\" font-size=\"10\" fill=\"#555\">", ly + 18) + XmlEscape(url) + "</text>\n";
   }
   o += "</svg>\n";
   return o;

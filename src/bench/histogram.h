@@ -17,9 +17,9 @@ namespace peregrine::bench {
 
 class Histogram {
  public:
-  static constexpr int kSubBucketBits = 10;                  // S = 1024 buckets per power of two
+  static constexpr int kSubBucketBits = 10;  // S = 1024 buckets per power of two
   static constexpr uint64_t kSubBuckets = uint64_t{1} << kSubBucketBits;
-  static constexpr int kMaxValueBits = 36;                   // 2^36 us: 19 hours; larger is clamped
+  static constexpr int kMaxValueBits = 36;  // 2^36 us: 19 hours; larger is clamped
   static constexpr uint64_t kMaxValue = (uint64_t{1} << kMaxValueBits) - 1;
 
   Histogram();
@@ -54,7 +54,8 @@ class Histogram {
   static size_t index_of(uint64_t value) {
     if (value < 2 * kSubBuckets) return static_cast<size_t>(value);
     const int shift = 63 - __builtin_clzll(value) - kSubBucketBits;  // >= 1
-    return static_cast<size_t>((static_cast<uint64_t>(shift) + 1) * kSubBuckets + (value >> shift) - kSubBuckets);
+    return static_cast<size_t>((static_cast<uint64_t>(shift) + 1) * kSubBuckets + (value >> shift) -
+                               kSubBuckets);
   }
   static uint64_t lowest_of(size_t index);   // smallest value that maps to `index`
   static uint64_t highest_of(size_t index);  // largest value that maps to `index`

@@ -26,7 +26,9 @@ bool ParseDouble(std::string_view text, double& out) {
   return true;
 }
 
-char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
+char Lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+}
 
 bool StartsWithIgnoreCase(std::string_view s, std::string_view prefix) {
   if (s.size() < prefix.size()) return false;
@@ -39,8 +41,24 @@ bool StartsWithIgnoreCase(std::string_view s, std::string_view prefix) {
 // Letters that take a value (ab's, plus -W -P -R).
 bool TakesValue(char c) {
   switch (c) {
-    case 'n': case 'c': case 't': case 'H': case 'C': case 'A': case 'p': case 'T': case 'u':
-    case 'm': case 's': case 'v': case 'e': case 'g': case 'X': case 'B': case 'W': case 'P':
+    case 'n':
+    case 'c':
+    case 't':
+    case 'H':
+    case 'C':
+    case 'A':
+    case 'p':
+    case 'T':
+    case 'u':
+    case 'm':
+    case 's':
+    case 'v':
+    case 'e':
+    case 'g':
+    case 'X':
+    case 'B':
+    case 'W':
+    case 'P':
     case 'R':
       return true;
     default:
@@ -53,12 +71,14 @@ std::string ApplyShort(char c, const std::string& v, Options& o) {
   double d = 0;
   switch (c) {
     case 'n':
-      if (!ParseInt(v, 1, INT64_MAX / 2, n)) return "-n wants a number of requests >= 1, not '" + v + "'";
+      if (!ParseInt(v, 1, INT64_MAX / 2, n))
+        return "-n wants a number of requests >= 1, not '" + v + "'";
       o.requests = n;
       o.requests_given = true;
       return "";
     case 'c':
-      if (!ParseInt(v, 1, 1'000'000, n)) return "-c wants a concurrency between 1 and 1000000, not '" + v + "'";
+      if (!ParseInt(v, 1, 1'000'000, n))
+        return "-c wants a concurrency between 1 and 1000000, not '" + v + "'";
       o.concurrency = static_cast<int>(n);
       return "";
     case 't':
@@ -70,14 +90,22 @@ std::string ApplyShort(char c, const std::string& v, Options& o) {
       if (v.find(':') == std::string::npos) return "-H wants 'Name: value', not '" + v + "'";
       o.headers.push_back(v);
       return "";
-    case 'C': o.cookies.push_back(v); return "";
+    case 'C':
+      o.cookies.push_back(v);
+      return "";
     case 'A':
       if (v.find(':') == std::string::npos) return "-A wants user:password";
       o.basic_auth = v;
       return "";
-    case 'p': o.post_file = v; return "";
-    case 'u': o.put_file = v; return "";
-    case 'T': o.content_type = v; return "";
+    case 'p':
+      o.post_file = v;
+      return "";
+    case 'u':
+      o.put_file = v;
+      return "";
+    case 'T':
+      o.content_type = v;
+      return "";
     case 'm':
       if (v.empty()) return "-m wants a method";
       for (char ch : v) {
@@ -94,10 +122,18 @@ std::string ApplyShort(char c, const std::string& v, Options& o) {
       if (!ParseInt(v, 0, 10, n)) return "-v wants a verbosity level 0-10";
       o.verbosity = static_cast<int>(n);
       return "";
-    case 'e': o.csv_file = v; return "";
-    case 'g': o.gnuplot_file = v; return "";
-    case 'X': o.proxy = v; return "";
-    case 'B': o.bind_address = v; return "";
+    case 'e':
+      o.csv_file = v;
+      return "";
+    case 'g':
+      o.gnuplot_file = v;
+      return "";
+    case 'X':
+      o.proxy = v;
+      return "";
+    case 'B':
+      o.bind_address = v;
+      return "";
     case 'W':
       if (!ParseInt(v, 1, 1024, n)) return "-W wants a number of worker threads between 1 and 1024";
       o.workers = static_cast<int>(n);
@@ -110,15 +146,33 @@ std::string ApplyShort(char c, const std::string& v, Options& o) {
       if (!ParseDouble(v, d) || d <= 0) return "-R wants a request rate > 0 (requests per second)";
       o.rate = d;
       return "";
-    case 'k': o.keep_alive = true; return "";
-    case 'l': o.accept_variable_length = true; return "";
-    case 'q': o.quiet = true; return "";
-    case 'r': o.continue_on_error = true; return "";
-    case 'i': o.head = true; return "";
-    case 'S': o.no_median_sd = true; return "";
-    case 'd': o.no_percentiles = true; return "";
-    case 'h': o.help = true; return "";
-    case 'V': o.version = true; return "";
+    case 'k':
+      o.keep_alive = true;
+      return "";
+    case 'l':
+      o.accept_variable_length = true;
+      return "";
+    case 'q':
+      o.quiet = true;
+      return "";
+    case 'r':
+      o.continue_on_error = true;
+      return "";
+    case 'i':
+      o.head = true;
+      return "";
+    case 'S':
+      o.no_median_sd = true;
+      return "";
+    case 'd':
+      o.no_percentiles = true;
+      return "";
+    case 'h':
+      o.help = true;
+      return "";
+    case 'V':
+      o.version = true;
+      return "";
     default:
       return std::string("unknown option -") + c + " (see --help)";
   }
@@ -153,9 +207,11 @@ std::string parse_url(std::string_view text, Url& out) {
   size_t hash = out.path.find('#');
   if (hash != std::string::npos) out.path.resize(hash);
   for (char c : out.path) {
-    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) return "invalid URL: a space or control character in the path";
+    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f)
+      return "invalid URL: a space or control character in the path";
   }
-  if (authority.find('@') != std::string_view::npos) return "invalid URL: user@host is not supported (use -A)";
+  if (authority.find('@') != std::string_view::npos)
+    return "invalid URL: user@host is not supported (use -A)";
   std::string_view port_text;
   if (!authority.empty() && authority[0] == '[') {
     size_t close = authority.find(']');
@@ -168,7 +224,8 @@ std::string parse_url(std::string_view text, Url& out) {
       port_text = after.substr(1);
       out.port_given = true;
     }
-    if (out.host.empty() || out.host.find_first_not_of("0123456789abcdefABCDEF:.%") != std::string::npos) {
+    if (out.host.empty() ||
+        out.host.find_first_not_of("0123456789abcdefABCDEF:.%") != std::string::npos) {
       return "invalid URL: bad IPv6 literal";
     }
   } else {
@@ -181,11 +238,13 @@ std::string parse_url(std::string_view text, Url& out) {
   }
   if (out.host.empty()) return "invalid URL: no host";
   for (char c : out.host) {
-    if (static_cast<unsigned char>(c) <= ' ' || c == '/' || c == 0x7f) return "invalid URL: bad host";
+    if (static_cast<unsigned char>(c) <= ' ' || c == '/' || c == 0x7f)
+      return "invalid URL: bad host";
   }
   if (out.port_given) {
     int64_t p = 0;
-    if (!ParseInt(port_text, 1, 65535, p)) return "invalid URL: bad port '" + std::string(port_text) + "'";
+    if (!ParseInt(port_text, 1, 65535, p))
+      return "invalid URL: bad port '" + std::string(port_text) + "'";
     out.port = static_cast<uint16_t>(p);
   }
   return "";
@@ -279,13 +338,15 @@ std::string parse_options(const std::vector<std::string>& args, Options& o) {
         std::string v;
         err = need_value(v);
         int64_t n = 0;
-        if (err.empty() && !ParseInt(v, 1, 1000, n)) err = "--rounds wants a number between 1 and 1000";
+        if (err.empty() && !ParseInt(v, 1, 1000, n))
+          err = "--rounds wants a number between 1 and 1000";
         o.rounds = static_cast<int>(n);
       } else if (name == "plot") {
         err = need_value(o.plot_file);
       } else if (name == "proxy-auth") {
         err = need_value(o.proxy_auth);
-        if (err.empty() && o.proxy_auth.find(':') == std::string::npos) err = "--proxy-auth wants user:password";
+        if (err.empty() && o.proxy_auth.find(':') == std::string::npos)
+          err = "--proxy-auth wants user:password";
       } else {
         err = "unknown option --" + name + " (see --help)";
       }
@@ -318,11 +379,13 @@ std::string parse_options(const std::vector<std::string>& args, Options& o) {
     if (o.urls.size() < 2) return "compare wants at least two URLs";
   } else {
     if (o.urls.empty()) return "no URL given (see --help)";
-    if (o.urls.size() > 1) return "one URL at a time (use 'peregrine-bench compare URL1 URL2 ...' to compare)";
+    if (o.urls.size() > 1)
+      return "one URL at a time (use 'peregrine-bench compare URL1 URL2 ...' to compare)";
     if (!o.plot_file.empty()) return "--plot is for compare mode";
   }
   if (!o.post_file.empty() && !o.put_file.empty()) return "-p and -u cannot be used together";
-  if (o.head && (!o.post_file.empty() || !o.put_file.empty())) return "-i cannot be used with -p or -u";
+  if (o.head && (!o.post_file.empty() || !o.put_file.empty()))
+    return "-i cannot be used with -p or -u";
   if (o.requests_given && o.time_limit_s <= 0 && o.concurrency > o.requests) {
     return "cannot use concurrency level greater than total number of requests";
   }
@@ -331,13 +394,15 @@ std::string parse_options(const std::vector<std::string>& args, Options& o) {
 }
 
 std::string base64_encode(std::string_view data) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   out.reserve((data.size() + 2) / 3 * 4);
   size_t i = 0;
   for (; i + 3 <= data.size(); i += 3) {
     uint32_t v = (uint32_t{static_cast<uint8_t>(data[i])} << 16) |
-                 (uint32_t{static_cast<uint8_t>(data[i + 1])} << 8) | static_cast<uint8_t>(data[i + 2]);
+                 (uint32_t{static_cast<uint8_t>(data[i + 1])} << 8) |
+                 static_cast<uint8_t>(data[i + 2]);
     out += kAlphabet[v >> 18];
     out += kAlphabet[(v >> 12) & 63];
     out += kAlphabet[(v >> 6) & 63];
@@ -380,7 +445,10 @@ std::string build_request(const Options& o, const Url& url, std::string_view bod
   r += url.path;
   r += o.http10 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n";
   if (!HasHeader(o, "host")) r += "Host: " + url.authority() + "\r\n";
-  if (!HasHeader(o, "user-agent")) r += "User-Agent: peregrine-bench/" "0.1" "\r\n";
+  if (!HasHeader(o, "user-agent"))
+    r += "User-Agent: peregrine-bench/"
+         "0.1"
+         "\r\n";
   if (!HasHeader(o, "accept")) r += "Accept: */*\r\n";
   if (!HasHeader(o, "connection")) {
     if (o.keep_alive && o.http10) r += "Connection: keep-alive\r\n";
@@ -395,10 +463,15 @@ std::string build_request(const Options& o, const Url& url, std::string_view bod
     r += "\r\n";
   }
   if (!o.basic_auth.empty()) r += "Authorization: Basic " + base64_encode(o.basic_auth) + "\r\n";
-  if (proxied && !o.proxy_auth.empty()) r += "Proxy-Authorization: Basic " + base64_encode(o.proxy_auth) + "\r\n";
+  if (proxied && !o.proxy_auth.empty())
+    r += "Proxy-Authorization: Basic " + base64_encode(o.proxy_auth) + "\r\n";
   if (has_body) {
-    if (!HasHeader(o, "content-type")) r += "Content-Type: " + (o.content_type.empty() ? std::string("text/plain") : o.content_type) + "\r\n";
-    if (!HasHeader(o, "content-length")) r += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+    if (!HasHeader(o, "content-type"))
+      r +=
+          "Content-Type: " + (o.content_type.empty() ? std::string("text/plain") : o.content_type) +
+          "\r\n";
+    if (!HasHeader(o, "content-length"))
+      r += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   } else if (!o.content_type.empty() && !HasHeader(o, "content-type")) {
     r += "Content-Type: " + o.content_type + "\r\n";
   }

@@ -11,12 +11,12 @@
 namespace peregrine::bench {
 
 struct Url {
-  bool tls = false;         // https
-  std::string host;         // without brackets for an IPv6 literal
+  bool tls = false;  // https
+  std::string host;  // without brackets for an IPv6 literal
   bool ipv6_literal = false;
   uint16_t port = 80;
   bool port_given = false;
-  std::string path = "/";   // path and query, as sent
+  std::string path = "/";  // path and query, as sent
   // host[:port] as it goes into the Host header (brackets kept, default port omitted).
   std::string authority() const;
 };
@@ -26,42 +26,42 @@ std::string parse_url(std::string_view text, Url& out);
 
 struct Options {
   // ab's options
-  int64_t requests = 1;          // -n
+  int64_t requests = 1;  // -n
   bool requests_given = false;
-  int concurrency = 1;           // -c
-  double time_limit_s = 0;       // -t / --duration; 0: none
-  bool keep_alive = false;       // -k
-  std::vector<std::string> headers;  // -H, as given ("Name: value")
-  std::vector<std::string> cookies;  // -C
-  std::string basic_auth;        // -A user:pass
-  std::string proxy_auth;        // --proxy-auth user:pass (ab's -P; our -P is pipelining)
-  std::string post_file;         // -p
-  std::string put_file;          // -u
-  std::string content_type;      // -T
-  std::string method;            // -m
-  double timeout_s = 30;         // -s
+  int concurrency = 1;                  // -c
+  double time_limit_s = 0;              // -t / --duration; 0: none
+  bool keep_alive = false;              // -k
+  std::vector<std::string> headers;     // -H, as given ("Name: value")
+  std::vector<std::string> cookies;     // -C
+  std::string basic_auth;               // -A user:pass
+  std::string proxy_auth;               // --proxy-auth user:pass (ab's -P; our -P is pipelining)
+  std::string post_file;                // -p
+  std::string put_file;                 // -u
+  std::string content_type;             // -T
+  std::string method;                   // -m
+  double timeout_s = 30;                // -s
   bool accept_variable_length = false;  // -l
-  int verbosity = 0;             // -v
-  bool quiet = false;            // -q
-  bool continue_on_error = false;  // -r (we never abort on receive errors; accepted for ab)
-  bool head = false;             // -i
-  std::string csv_file;          // -e
-  std::string gnuplot_file;      // -g
-  std::string proxy;             // -X host:port
-  std::string bind_address;      // -B
-  bool no_median_sd = false;     // -S
-  bool no_percentiles = false;   // -d
+  int verbosity = 0;                    // -v
+  bool quiet = false;                   // -q
+  bool continue_on_error = false;       // -r (we never abort on receive errors; accepted for ab)
+  bool head = false;                    // -i
+  std::string csv_file;                 // -e
+  std::string gnuplot_file;             // -g
+  std::string proxy;                    // -X host:port
+  std::string bind_address;             // -B
+  bool no_median_sd = false;            // -S
+  bool no_percentiles = false;          // -d
   // ours
-  int workers = 0;               // -W; 0: one per available core (capped at -c)
-  int pipeline = 1;              // -P
-  double rate = 0;               // -R requests/s in total; 0: as fast as possible
-  bool http10 = false;           // --http1.0
-  bool json = false;             // --json
-  bool strict_length = false;    // --strict-length
+  int workers = 0;             // -W; 0: one per available core (capped at -c)
+  int pipeline = 1;            // -P
+  double rate = 0;             // -R requests/s in total; 0: as fast as possible
+  bool http10 = false;         // --http1.0
+  bool json = false;           // --json
+  bool strict_length = false;  // --strict-length
   // compare mode
   bool compare = false;
-  int rounds = 3;                // --rounds
-  std::string plot_file;         // --plot
+  int rounds = 3;         // --rounds
+  std::string plot_file;  // --plot
   // both
   std::vector<std::string> urls;
   bool help = false;
@@ -84,6 +84,7 @@ std::string usage_text();
 std::string base64_encode(std::string_view data);
 
 // The bytes of one request. `proxied`: absolute-form request target (through -X).
-std::string build_request(const Options& options, const Url& url, std::string_view body, bool proxied);
+std::string build_request(const Options& options, const Url& url, std::string_view body,
+                          bool proxied);
 
 }  // namespace peregrine::bench

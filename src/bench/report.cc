@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+
 #include "core/strings.h"
 
 namespace peregrine::bench {
@@ -30,8 +31,12 @@ void Append(std::string& out, const char* fmt, ...) {
 }
 
 // Microseconds to whole milliseconds, rounded as ab rounds.
-long long RoundMs(double us) { return static_cast<long long>(std::floor((us + 500.0) / 1000.0)); }
-double Ms(double us) { return us / 1000.0; }
+long long RoundMs(double us) {
+  return static_cast<long long>(std::floor((us + 500.0) / 1000.0));
+}
+double Ms(double us) {
+  return us / 1000.0;
+}
 
 const double kPercents[] = {50, 66, 75, 80, 90, 95, 98, 99, 99.9, 99.99};
 
@@ -40,16 +45,19 @@ const double kPercents[] = {50, 66, 75, 80, 90, 95, 98, 99, 99.9, 99.99};
 const char* close_reason_text(CloseReason reason, bool http10_response) {
   switch (reason) {
     case CloseReason::kConnectionClose:
-      return "the server sent 'Connection: close' (keep-alive off, or its per-connection request limit)";
+      return "the server sent 'Connection: close' (keep-alive off, or its per-connection request "
+             "limit)";
     case CloseReason::kHttp10NoKeepAlive:
       return "HTTP/1.0 response without 'Connection: keep-alive'";
     case CloseReason::kNoLength:
-      return http10_response ? "HTTP/1.0 response without Content-Length (body ends at close)"
-                             : "response without Content-Length or chunked encoding (body ends at close)";
+      return http10_response
+                 ? "HTTP/1.0 response without Content-Length (body ends at close)"
+                 : "response without Content-Length or chunked encoding (body ends at close)";
     case CloseReason::kTeAndLength:
       return "response with both Transfer-Encoding and Content-Length (must close)";
     case CloseReason::kIdleClose:
-      return "the server closed an idle kept-alive connection (its keep-alive timeout or request limit)";
+      return "the server closed an idle kept-alive connection (its keep-alive timeout or request "
+             "limit)";
     case CloseReason::kReset:
       return "the server reset a kept-alive connection";
     case CloseReason::kCount:
@@ -105,7 +113,8 @@ std::string format_text_report(const RunInfo& info, const RunStats& s) {
   Append(o, "Server Port:            %u\n", static_cast<unsigned>(info.port));
   if (!info.tls_protocol.empty()) {
     Append(o, "SSL/TLS Protocol:       %s\n", info.tls_protocol.c_str());
-    if (!info.tls_server_name.empty()) Append(o, "TLS Server Name:        %s\n", info.tls_server_name.c_str());
+    if (!info.tls_server_name.empty())
+      Append(o, "TLS Server Name:        %s\n", info.tls_server_name.c_str());
   }
   o += "\n";
   Append(o, "Document Path:          %s\n", info.path.c_str());
@@ -120,7 +129,9 @@ std::string format_text_report(const RunInfo& info, const RunStats& s) {
   Append(o, "Complete requests:      %" PRIu64 "\n", s.completed);
   Append(o, "Failed requests:        %" PRIu64 "\n", failed);
   if (failed) {
-    Append(o, "   (Connect: %" PRIu64 ", Receive: %" PRIu64 ", Length: %" PRIu64 ", Exceptions: %" PRIu64 ")\n",
+    Append(o,
+           "   (Connect: %" PRIu64 ", Receive: %" PRIu64 ", Length: %" PRIu64
+           ", Exceptions: %" PRIu64 ")\n",
            s.fail_connect, s.fail_read, info.strict_length ? s.length_mismatch : 0,
            s.fail_write + s.fail_timeout + s.fail_protocol);
   }
@@ -132,13 +143,16 @@ std::string format_text_report(const RunInfo& info, const RunStats& s) {
   Append(o, "HTML transferred:       %" PRIu64 " bytes\n", s.body_wire_bytes);
   const double rps = static_cast<double>(s.completed) / elapsed;
   Append(o, "Requests per second:    %.2f [#/sec] (mean)\n", rps);
-  const double tpr = s.completed ? 1000.0 * elapsed * info.concurrency / static_cast<double>(s.completed) : 0;
+  const double tpr =
+      s.completed ? 1000.0 * elapsed * info.concurrency / static_cast<double>(s.completed) : 0;
   Append(o, "Time per request:       %.3f [ms] (mean)\n", tpr);
   Append(o, "Time per request:       %.3f [ms] (mean, across all concurrent requests)\n",
          s.completed ? 1000.0 * elapsed / static_cast<double>(s.completed) : 0);
-  Append(o, "Transfer rate:          %.2f [Kbytes/sec] received\n", static_cast<double>(s.bytes_read) / 1024.0 / elapsed);
+  Append(o, "Transfer rate:          %.2f [Kbytes/sec] received\n",
+         static_cast<double>(s.bytes_read) / 1024.0 / elapsed);
   if (info.posting) {
-    Append(o, "                        %.2f kb/s sent\n", static_cast<double>(s.bytes_written) / 1024.0 / elapsed);
+    Append(o, "                        %.2f kb/s sent\n",
+           static_cast<double>(s.bytes_written) / 1024.0 / elapsed);
     Append(o, "                        %.2f kb/s total\n",
            static_cast<double>(s.bytes_read + s.bytes_written) / 1024.0 / elapsed);
   }
@@ -150,15 +164,17 @@ std::string format_text_report(const RunInfo& info, const RunStats& s) {
     if (info.no_median_sd) {
       o += "              min   avg   max\n";
       for (int i = 0; i < 4; ++i) {
-        Append(o, "%-11s %5lld %5lld%5lld\n", names[i], RoundMs(static_cast<double>(rows[i]->min())),
-               RoundMs(rows[i]->mean()), RoundMs(static_cast<double>(rows[i]->max())));
+        Append(o, "%-11s %5lld %5lld%5lld\n", names[i],
+               RoundMs(static_cast<double>(rows[i]->min())), RoundMs(rows[i]->mean()),
+               RoundMs(static_cast<double>(rows[i]->max())));
       }
     } else {
       o += "              min  mean[+/-sd] median   max\n";
       for (int i = 0; i < 4; ++i) {
-        Append(o, "%-11s %5lld %4lld %5.1f %6lld %7lld\n", names[i], RoundMs(static_cast<double>(rows[i]->min())),
-               RoundMs(rows[i]->mean()), Ms(rows[i]->stddev()),
-               RoundMs(static_cast<double>(rows[i]->percentile(50))), RoundMs(static_cast<double>(rows[i]->max())));
+        Append(o, "%-11s %5lld %4lld %5.1f %6lld %7lld\n", names[i],
+               RoundMs(static_cast<double>(rows[i]->min())), RoundMs(rows[i]->mean()),
+               Ms(rows[i]->stddev()), RoundMs(static_cast<double>(rows[i]->percentile(50))),
+               RoundMs(static_cast<double>(rows[i]->max())));
       }
     }
     if (!info.no_percentiles) {
@@ -175,12 +191,18 @@ std::string format_text_report(const RunInfo& info, const RunStats& s) {
   // What ab does not say.
   o += "\n--- peregrine-bench ---\n";
   if (s.total.count()) {
-    Append(o, "Latency (ms):           p50 %.3f, p90 %.3f, p99 %.3f, p99.9 %.3f, p99.99 %.3f, max %.3f\n",
-           Ms(static_cast<double>(s.total.percentile(50))), Ms(static_cast<double>(s.total.percentile(90))),
-           Ms(static_cast<double>(s.total.percentile(99))), Ms(static_cast<double>(s.total.percentile(99.9))),
-           Ms(static_cast<double>(s.total.percentile(99.99))), Ms(static_cast<double>(s.total.max())));
+    Append(
+        o,
+        "Latency (ms):           p50 %.3f, p90 %.3f, p99 %.3f, p99.9 %.3f, p99.99 %.3f, max %.3f\n",
+        Ms(static_cast<double>(s.total.percentile(50))),
+        Ms(static_cast<double>(s.total.percentile(90))),
+        Ms(static_cast<double>(s.total.percentile(99))),
+        Ms(static_cast<double>(s.total.percentile(99.9))),
+        Ms(static_cast<double>(s.total.percentile(99.99))), Ms(static_cast<double>(s.total.max())));
     if (info.rate > 0) {
-      Append(o, "                        (measured from each request's scheduled time at %.1f/s: corrected for coordinated omission)\n",
+      Append(o,
+             "                        (measured from each request's scheduled time at %.1f/s: "
+             "corrected for coordinated omission)\n",
              info.rate);
     }
   }
@@ -192,17 +214,22 @@ std::string format_text_report(const RunInfo& info, const RunStats& s) {
     any_status = true;
   }
   o += any_status ? "\n" : " none\n";
-  Append(o, "Failures by kind:       connect %" PRIu64 ", read %" PRIu64 ", write %" PRIu64 ", timeout %" PRIu64
-            ", protocol %" PRIu64 ", length %" PRIu64 "; non-2xx %" PRIu64 " (listed, not failed, as in ab)\n",
+  Append(o,
+         "Failures by kind:       connect %" PRIu64 ", read %" PRIu64 ", write %" PRIu64
+         ", timeout %" PRIu64 ", protocol %" PRIu64 ", length %" PRIu64 "; non-2xx %" PRIu64
+         " (listed, not failed, as in ab)\n",
          s.fail_connect, s.fail_read, s.fail_write, s.fail_timeout, s.fail_protocol,
          info.strict_length ? s.length_mismatch : 0, s.non2xx);
   if (s.length_mismatch) {
     if (info.strict_length) {
-      Append(o, "Length mismatches:      %" PRIu64 " responses differed from the first (%" PRId64 " bytes): failed (--strict-length)\n",
+      Append(o,
+             "Length mismatches:      %" PRIu64 " responses differed from the first (%" PRId64
+             " bytes): failed (--strict-length)\n",
              s.length_mismatch, info.document_length);
     } else {
-      Append(o, "Length mismatches:      %" PRIu64 " responses differed from the first (%" PRId64
-                " bytes): not failures (ab would count them; --strict-length does)\n",
+      Append(o,
+             "Length mismatches:      %" PRIu64 " responses differed from the first (%" PRId64
+             " bytes): not failures (ab would count them; --strict-length does)\n",
              s.length_mismatch, info.document_length);
     }
   }
@@ -212,7 +239,10 @@ std::string format_text_report(const RunInfo& info, const RunStats& s) {
   uint64_t server_closed = 0;
   for (uint64_t n : s.server_closes) server_closed += n;
   if (info.keep_alive && server_closed) {
-    Append(o, "Closed by the server:   %" PRIu64 " connections that were asked to stay open; likely because:\n", server_closed);
+    Append(o,
+           "Closed by the server:   %" PRIu64
+           " connections that were asked to stay open; likely because:\n",
+           server_closed);
     for (size_t i = 0; i < s.server_closes.size(); ++i) {
       if (!s.server_closes[i]) continue;
       Append(o, "  %10" PRIu64 "  %s\n", s.server_closes[i],
@@ -220,7 +250,9 @@ std::string format_text_report(const RunInfo& info, const RunStats& s) {
     }
   }
   if (s.retried) {
-    Append(o, "Retried:                %" PRIu64 " requests, resent on a new connection after the server closed an idle one\n",
+    Append(o,
+           "Retried:                %" PRIu64
+           " requests, resent on a new connection after the server closed an idle one\n",
            s.retried);
   }
   if (s.in_flight_at_end) {
@@ -228,11 +260,14 @@ std::string format_text_report(const RunInfo& info, const RunStats& s) {
            info.interrupted ? "when interrupted" : "when the time limit stopped the run");
   }
   const double cpu = info.cpu_user_s + info.cpu_system_s;
-  Append(o, "Client CPU:             user %.2f s, system %.2f s: %.0f%% of %d worker thread%s, %.2f us per request\n",
-         info.cpu_user_s, info.cpu_system_s, client_cpu_percent(info), info.workers, info.workers == 1 ? "" : "s",
-         client_cpu_us_per_request(info, s));
+  Append(o,
+         "Client CPU:             user %.2f s, system %.2f s: %.0f%% of %d worker thread%s, %.2f "
+         "us per request\n",
+         info.cpu_user_s, info.cpu_system_s, client_cpu_percent(info), info.workers,
+         info.workers == 1 ? "" : "s", client_cpu_us_per_request(info, s));
   if (cpu > 0.2 && client_cpu_percent(info) > 90.0 * info.workers) {
-    o += "WARNING: the client was saturated (its CPU was busy all the time): these figures may measure\n"
+    o += "WARNING: the client was saturated (its CPU was busy all the time): these figures may "
+         "measure\n"
          "         peregrine-bench, not the server. Add -W threads or cores, or lower -c.\n";
   }
   for (const std::string& note : info.notes) o += "Note: " + note + "\n";
@@ -248,9 +283,11 @@ std::string json_escape(const std::string& s) {
 namespace {
 
 void AppendTimes(std::string& o, const char* name, const Histogram& h, bool last) {
-  Append(o, "    %s: {\"min\": %.3f, \"mean\": %.3f, \"sd\": %.3f, \"median\": %.3f, \"max\": %.3f}%s\n", json_escape(name).c_str(),
-         Ms(static_cast<double>(h.min())), Ms(h.mean()), Ms(h.stddev()), Ms(static_cast<double>(h.percentile(50))),
-         Ms(static_cast<double>(h.max())), last ? "" : ",");
+  Append(
+      o,
+      "    %s: {\"min\": %.3f, \"mean\": %.3f, \"sd\": %.3f, \"median\": %.3f, \"max\": %.3f}%s\n",
+      json_escape(name).c_str(), Ms(static_cast<double>(h.min())), Ms(h.mean()), Ms(h.stddev()),
+      Ms(static_cast<double>(h.percentile(50))), Ms(static_cast<double>(h.max())), last ? "" : ",");
 }
 
 }  // namespace
@@ -276,8 +313,8 @@ std::string format_json_report(const RunInfo& info, const RunStats& s) {
   Append(o, "  \"responses\": %" PRIu64 ",\n", s.responses);
   Append(o, "  \"failed_requests\": %" PRIu64 ",\n", s.failed(info.strict_length));
   Append(o,
-         "  \"failures\": {\"connect\": %" PRIu64 ", \"read\": %" PRIu64 ", \"write\": %" PRIu64 ", \"timeout\": %" PRIu64
-         ", \"protocol\": %" PRIu64 ", \"length\": %" PRIu64 "},\n",
+         "  \"failures\": {\"connect\": %" PRIu64 ", \"read\": %" PRIu64 ", \"write\": %" PRIu64
+         ", \"timeout\": %" PRIu64 ", \"protocol\": %" PRIu64 ", \"length\": %" PRIu64 "},\n",
          s.fail_connect, s.fail_read, s.fail_write, s.fail_timeout, s.fail_protocol,
          info.strict_length ? s.length_mismatch : 0);
   Append(o, "  \"length_mismatches\": %" PRIu64 ",\n", s.length_mismatch);
@@ -295,10 +332,13 @@ std::string format_json_report(const RunInfo& info, const RunStats& s) {
   Append(o, "  \"html_transferred\": %" PRIu64 ",\n", s.body_wire_bytes);
   Append(o, "  \"total_sent\": %" PRIu64 ",\n", s.bytes_written);
   Append(o, "  \"requests_per_second\": %.3f,\n", static_cast<double>(s.completed) / elapsed);
-  Append(o, "  \"time_per_request_ms\": %.6f,\n",
-         s.completed ? 1000.0 * elapsed * info.concurrency / static_cast<double>(s.completed) : 0.0);
-  Append(o, "  \"time_per_request_all_ms\": %.6f,\n", s.completed ? 1000.0 * elapsed / static_cast<double>(s.completed) : 0.0);
-  Append(o, "  \"transfer_rate_kbps\": %.3f,\n", static_cast<double>(s.bytes_read) / 1024.0 / elapsed);
+  Append(
+      o, "  \"time_per_request_ms\": %.6f,\n",
+      s.completed ? 1000.0 * elapsed * info.concurrency / static_cast<double>(s.completed) : 0.0);
+  Append(o, "  \"time_per_request_all_ms\": %.6f,\n",
+         s.completed ? 1000.0 * elapsed / static_cast<double>(s.completed) : 0.0);
+  Append(o, "  \"transfer_rate_kbps\": %.3f,\n",
+         static_cast<double>(s.bytes_read) / 1024.0 / elapsed);
   o += "  \"connection_times_ms\": {\n";
   AppendTimes(o, "connect", s.connect, false);
   AppendTimes(o, "processing", s.processing, false);
@@ -307,15 +347,18 @@ std::string format_json_report(const RunInfo& info, const RunStats& s) {
   o += "  },\n  \"percentiles_ms\": {";
   first = true;
   for (double p : kPercents) {
-    Append(o, "%s\"%g\": %.3f", first ? "" : ", ", p, Ms(static_cast<double>(s.total.percentile(p))));
+    Append(o, "%s\"%g\": %.3f", first ? "" : ", ", p,
+           Ms(static_cast<double>(s.total.percentile(p))));
     first = false;
   }
   Append(o, ", \"100\": %.3f},\n", Ms(static_cast<double>(s.total.max())));
-  Append(o, "  \"latency_corrected_for_coordinated_omission\": %s,\n", info.rate > 0 ? "true" : "false");
+  Append(o, "  \"latency_corrected_for_coordinated_omission\": %s,\n",
+         info.rate > 0 ? "true" : "false");
   Append(o, "  \"connections_opened\": %" PRIu64 ",\n", s.connections_opened);
   o += "  \"server_closes\": {";
   first = true;
-  static const char* kKeys[] = {"connection_close", "http10_no_keep_alive", "no_length", "te_and_length", "idle_close", "reset"};
+  static const char* kKeys[] = {"connection_close", "http10_no_keep_alive", "no_length",
+                                "te_and_length",    "idle_close",           "reset"};
   for (size_t i = 0; i < s.server_closes.size(); ++i) {
     Append(o, "%s\"%s\": %" PRIu64, first ? "" : ", ", kKeys[i], s.server_closes[i]);
     first = false;
@@ -325,18 +368,23 @@ std::string format_json_report(const RunInfo& info, const RunStats& s) {
   first = true;
   for (size_t i = 0; i < s.server_closes.size(); ++i) {
     if (!s.server_closes[i]) continue;
-    Append(o, "%s%s", first ? "" : ", ",
-           json_escape(close_reason_text(static_cast<CloseReason>(i), s.close_reason_http10)).c_str());
+    Append(
+        o, "%s%s", first ? "" : ", ",
+        json_escape(close_reason_text(static_cast<CloseReason>(i), s.close_reason_http10)).c_str());
     first = false;
   }
   o += "],\n";
   Append(o, "  \"retried\": %" PRIu64 ",\n", s.retried);
   Append(o, "  \"in_flight_at_end\": %" PRIu64 ",\n", s.in_flight_at_end);
   Append(o, "  \"interrupted\": %s,\n", info.interrupted ? "true" : "false");
-  Append(o, "  \"client_cpu\": {\"user_s\": %.4f, \"system_s\": %.4f, \"percent\": %.2f, \"us_per_request\": %.3f},\n",
-         info.cpu_user_s, info.cpu_system_s, client_cpu_percent(info), client_cpu_us_per_request(info, s));
+  Append(o,
+         "  \"client_cpu\": {\"user_s\": %.4f, \"system_s\": %.4f, \"percent\": %.2f, "
+         "\"us_per_request\": %.3f},\n",
+         info.cpu_user_s, info.cpu_system_s, client_cpu_percent(info),
+         client_cpu_us_per_request(info, s));
   o += "  \"notes\": [";
-  for (size_t i = 0; i < info.notes.size(); ++i) Append(o, "%s%s", i ? ", " : "", json_escape(info.notes[i]).c_str());
+  for (size_t i = 0; i < info.notes.size(); ++i)
+    Append(o, "%s%s", i ? ", " : "", json_escape(info.notes[i]).c_str());
   o += "]\n}\n";
   return o;
 }

@@ -13,20 +13,20 @@ namespace peregrine::bench {
 
 // Why the server closed a connection that the client asked to keep open.
 enum class CloseReason : uint8_t {
-  kConnectionClose,   // the response said "Connection: close"
+  kConnectionClose,    // the response said "Connection: close"
   kHttp10NoKeepAlive,  // an HTTP/1.0 response without "Connection: keep-alive"
-  kNoLength,          // a body delimited by the close: no Content-Length and not chunked
-  kTeAndLength,       // Transfer-Encoding together with Content-Length (must close)
-  kIdleClose,         // closed a kept-alive connection without answering the next request
-  kReset,             // reset a kept-alive connection
+  kNoLength,           // a body delimited by the close: no Content-Length and not chunked
+  kTeAndLength,        // Transfer-Encoding together with Content-Length (must close)
+  kIdleClose,          // closed a kept-alive connection without answering the next request
+  kReset,              // reset a kept-alive connection
   kCount,
 };
 
 const char* close_reason_text(CloseReason reason, bool http10_response);
 
 struct RunStats {
-  uint64_t completed = 0;   // requests finished, by a response or by a failure
-  uint64_t responses = 0;   // complete responses
+  uint64_t completed = 0;  // requests finished, by a response or by a failure
+  uint64_t responses = 0;  // complete responses
   uint64_t fail_connect = 0;
   uint64_t fail_read = 0;
   uint64_t fail_write = 0;
@@ -42,11 +42,11 @@ struct RunStats {
   uint64_t body_bytes_sent = 0;
   uint64_t connections_opened = 0;
   std::array<uint64_t, static_cast<size_t>(CloseReason::kCount)> server_closes{};
-  bool close_reason_http10 = false;  // the kNoLength closes came from HTTP/1.0 responses
-  uint64_t retried = 0;          // requests resent after an idle keep-alive close
-  uint64_t in_flight_at_end = 0;  // sent but unanswered when the time limit stopped the run
+  bool close_reason_http10 = false;     // the kNoLength closes came from HTTP/1.0 responses
+  uint64_t retried = 0;                 // requests resent after an idle keep-alive close
+  uint64_t in_flight_at_end = 0;        // sent but unanswered when the time limit stopped the run
   std::array<uint64_t, 1000> status{};  // by status code
-  Histogram total;       // us, per request: connect (if any) to last byte (-R: from the scheduled time)
+  Histogram total;  // us, per request: connect (if any) to last byte (-R: from the scheduled time)
   Histogram connect;     // us, connection set-up; 0 on a reused connection
   Histogram processing;  // us, total minus connect
   Histogram waiting;     // us, request written to first response byte
@@ -66,7 +66,7 @@ struct RunInfo {
   std::string hostname;
   uint16_t port = 0;
   std::string path;
-  std::string tls_protocol;     // "TLSv1.3,TLS_AES_256_GCM_SHA384" for https
+  std::string tls_protocol;  // "TLSv1.3,TLS_AES_256_GCM_SHA384" for https
   std::string tls_server_name;
   int64_t document_length = 0;  // body bytes of the first response
   int concurrency = 0;
@@ -80,7 +80,7 @@ struct RunInfo {
   int workers = 1;
   int pipeline = 1;
   double rate = 0;
-  bool interrupted = false;     // SIGINT
+  bool interrupted = false;  // SIGINT
   bool time_limited = false;
   double cpu_user_s = 0;
   double cpu_system_s = 0;
@@ -94,7 +94,7 @@ std::string format_percentile_csv(const Histogram& total);
 
 // Helpers shared with compare mode.
 std::string json_escape(const std::string& s);
-double client_cpu_percent(const RunInfo& info);        // of the worker threads' cores
+double client_cpu_percent(const RunInfo& info);  // of the worker threads' cores
 double client_cpu_us_per_request(const RunInfo& info, const RunStats& stats);
 
 }  // namespace peregrine::bench

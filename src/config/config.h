@@ -33,12 +33,12 @@ struct ListenAddress {
 };
 
 struct Limits {
-  Millis header_timeout{20'000};     // whole request head must arrive within this (slowloris)
-  Millis keepalive_timeout{75'000};  // idle time between requests on a kept-alive connection
-  Millis body_timeout{60'000};       // between two reads of a request body
-  Millis send_timeout{60'000};       // between two successful writes to a slow client
-  Millis shutdown_timeout{30'000};   // graceful stop (SIGQUIT) gives in-flight requests this long
-  uint32_t max_connections = 16384;  // whole server; each worker takes its share
+  Millis header_timeout{20'000};      // whole request head must arrive within this (slowloris)
+  Millis keepalive_timeout{75'000};   // idle time between requests on a kept-alive connection
+  Millis body_timeout{60'000};        // between two reads of a request body
+  Millis send_timeout{60'000};        // between two successful writes to a slow client
+  Millis shutdown_timeout{30'000};    // graceful stop (SIGQUIT) gives in-flight requests this long
+  uint32_t max_connections = 16384;   // whole server; each worker takes its share
   uint32_t max_header_bytes = 16384;  // request line + headers
   uint64_t max_body_bytes = 1 << 20;  // 413 beyond
   uint32_t max_requests_per_connection = 1000;
@@ -52,11 +52,11 @@ struct AccessLog {
 };
 
 struct StaticOptions {
-  std::string root;   // directory the request path maps into (absolute)
+  std::string root;    // directory the request path maps into (absolute)
   bool alias = false;  // true: the route's matched prefix is replaced by root (nginx `alias`)
   std::vector<std::string> index{"index.html"};
   bool directory_listing = false;
-  bool dotfiles = false;               // serve names starting with '.' (except .well-known, always allowed)
+  bool dotfiles = false;  // serve names starting with '.' (except .well-known, always allowed)
   bool symlinks_outside_root = false;  // follow symlinks that leave the root
   bool precompressed = true;           // serve NAME.br / NAME.gz when the client accepts them
   bool etag = true;
@@ -75,7 +75,7 @@ enum class HandlerKind { kStatic, kReturn, kApplication };
 
 struct Route {
   MatchKind match = MatchKind::kPrefix;
-  std::string pattern;               // exact path, prefix, extension (without dot) or regex
+  std::string pattern;                 // exact path, prefix, extension (without dot) or regex
   std::shared_ptr<const Regex> regex;  // compiled, for kRegex
   HandlerKind handler = HandlerKind::kStatic;
   std::string handler_name;  // kApplication: the name an embedding program registered
@@ -100,8 +100,8 @@ enum class LogLevel { kDebug, kInfo, kWarn, kError };
 struct Config {
   std::string source;  // file path, or "<command line>"
   std::vector<ListenAddress> listen;
-  int workers = 0;  // 0: one per core
-  std::string user;  // drop privileges to this user after binding, when started as root
+  int workers = 0;    // 0: one per core
+  std::string user;   // drop privileges to this user after binding, when started as root
   std::string group;  // default: the user's primary group
   std::string pid_file;
   std::string error_log = "stderr";

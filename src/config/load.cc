@@ -805,10 +805,9 @@ class Loader {
         routes_node == nullptr || (routes_node->is_array() && routes_node->as_array()->empty());
     // With a root, paths no declared route matches are served from it (as nginx serves
     // unmatched locations from the server's root): one implicit static route, last.
-    const bool has_catch_all =
-        std::any_of(site.routes.begin(), site.routes.end(), [](const Route& r) {
-          return r.match == MatchKind::kPrefix && r.pattern == "/";
-        });
+    const bool has_catch_all = std::any_of(
+        site.routes.begin(), site.routes.end(),
+        [](const Route& r) { return r.match == MatchKind::kPrefix && r.pattern == "/"; });
     if (no_routes || (!site.static_files.root.empty() && !has_catch_all)) {
       Route route;
       route.match = MatchKind::kPrefix;

@@ -22,8 +22,8 @@ bool enabled(LogLevel level);
 
 void write(LogLevel level, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
-#define PG_LOG(level, ...)                                              \
-  do {                                                                  \
+#define PG_LOG(level, ...)                                                             \
+  do {                                                                                 \
     if (::peregrine::log::enabled(level)) ::peregrine::log::write(level, __VA_ARGS__); \
   } while (0)
 #define LOG_DEBUG(...) PG_LOG(::peregrine::config::LogLevel::kDebug, __VA_ARGS__)

@@ -57,6 +57,8 @@ class EpollPoller final : public Poller {
 
 }  // namespace
 
-std::unique_ptr<Poller> make_epoll_poller() { return std::make_unique<EpollPoller>(); }
+std::unique_ptr<Poller> make_epoll_poller() {
+  return std::make_unique<EpollPoller>();
+}
 
 }  // namespace peregrine::event

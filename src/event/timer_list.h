@@ -10,8 +10,18 @@ namespace peregrine::event {
 
 class TimerList;
 
-// Embedded in the object that can time out.
+// Whatever can time out: a client connection, later an upstream connection.
+class TimerOwner {
+ public:
+  virtual void on_timeout() = 0;
+
+ protected:
+  ~TimerOwner() = default;
+};
+
+// Embedded in the object that can time out; `owner` is told when it expires.
 struct TimerNode {
+  TimerOwner* owner = nullptr;
   TimerNode* prev = nullptr;
   TimerNode* next = nullptr;
   TimerList* list = nullptr;
@@ -35,15 +45,24 @@ class TimerList {
     node.list = this;
     node.prev = tail_;
     node.next = nullptr;
-    if (tail_) tail_->next = &node; else head_ = &node;
+    if (tail_)
+      tail_->next = &node;
+    else
+      head_ = &node;
     tail_ = &node;
   }
 
   static void disarm(TimerNode& node) {
     TimerList* list = node.list;
     if (!list) return;
-    if (node.prev) node.prev->next = node.next; else list->head_ = node.next;
-    if (node.next) node.next->prev = node.prev; else list->tail_ = node.prev;
+    if (node.prev)
+      node.prev->next = node.next;
+    else
+      list->head_ = node.next;
+    if (node.next)
+      node.next->prev = node.prev;
+    else
+      list->tail_ = node.prev;
     node.prev = node.next = nullptr;
     node.list = nullptr;
   }

@@ -1,6 +1,7 @@
 #include "http/accept_encoding.h"
 
 #include <cstddef>
+
 #include "core/strings.h"
 
 namespace peregrine::http {

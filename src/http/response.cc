@@ -1,11 +1,14 @@
+#include "peregrine/response.h"
+
 #include <unistd.h>
 
-#include "peregrine/response.h"
 #include "core/strings.h"
 
 namespace peregrine {
 
-BodyFile::~BodyFile() { ::close(fd_); }
+BodyFile::~BodyFile() {
+  ::close(fd_);
+}
 
 bool Response::add_header(std::string_view name, std::string_view value) {
   if (name.empty()) return false;

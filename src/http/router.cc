@@ -1,7 +1,7 @@
 #include "http/router.h"
 
-#include "http/path.h"
 #include "core/strings.h"
+#include "http/path.h"
 
 namespace peregrine::http {
 std::string_view host_without_port(std::string_view host) {
@@ -14,10 +14,12 @@ std::string_view host_without_port(std::string_view host) {
 }
 
 bool host_matches(std::string_view pattern, std::string_view host) {
-  if (!host.empty() && host.back() == '.') host.remove_suffix(1);  // "example.com." is the same host
+  if (!host.empty() && host.back() == '.')
+    host.remove_suffix(1);  // "example.com." is the same host
   if (pattern.size() > 2 && pattern[0] == '*' && pattern[1] == '.') {
     std::string_view suffix = pattern.substr(1);  // ".example.com"
-    return host.size() > suffix.size() && ascii_iequals(host.substr(host.size() - suffix.size()), suffix);
+    return host.size() > suffix.size() &&
+           ascii_iequals(host.substr(host.size() - suffix.size()), suffix);
   }
   return ascii_iequals(pattern, host);
 }

@@ -157,9 +157,10 @@ void AccessLogBuffer::log(const Request& request, int status, uint64_t body_byte
     formatted_second_ = now;
     tm parts;
     gmtime_r(&now, &parts);
-    time_len_ = format_ == config::AccessLogFormat::kJson
-                    ? std::strftime(time_text_, sizeof time_text_, "%Y-%m-%dT%H:%M:%SZ", &parts)
-                    : std::strftime(time_text_, sizeof time_text_, "%d/%b/%Y:%H:%M:%S +0000", &parts);
+    time_len_ =
+        format_ == config::AccessLogFormat::kJson
+            ? std::strftime(time_text_, sizeof time_text_, "%Y-%m-%dT%H:%M:%SZ", &parts)
+            : std::strftime(time_text_, sizeof time_text_, "%d/%b/%Y:%H:%M:%S +0000", &parts);
   }
   std::string_view referer = request.header("Referer").value_or("");
   std::string_view agent = request.header("User-Agent").value_or("");

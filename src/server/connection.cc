@@ -43,14 +43,16 @@ std::string_view status_line(int status) {
     std::vector<std::string> all(600);
     for (int code = 100; code < 600; ++code)
       all[static_cast<size_t>(code)] = "HTTP/1.1 " + std::to_string(code) + " " +
-                                        std::string(http::reason_phrase(code)) + "\r\n";
+                                       std::string(http::reason_phrase(code)) + "\r\n";
     return all;
   }();
   if (status < 100 || status > 599) status = 500;
   return lines[static_cast<size_t>(status)];
 }
 
-bool status_has_body(int status) { return status >= 200 && status != 204 && status != 304; }
+bool status_has_body(int status) {
+  return status >= 200 && status != 204 && status != 304;
+}
 
 void default_error_body(Response& response) {
   int status = response.status();
@@ -69,8 +71,10 @@ void default_error_body(Response& response) {
 Connection::Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len)
     : worker_(worker),
       fd_(fd),
-      parser_(http1::ParserLimits{.max_head_bytes = worker.limits().max_header_bytes,
-                                  .max_target_bytes = std::min<size_t>(8192, worker.limits().max_header_bytes)}) {
+      parser_(http1::ParserLimits{
+          .max_head_bytes = worker.limits().max_header_bytes,
+          .max_target_bytes = std::min<size_t>(8192, worker.limits().max_header_bytes)}) {
+  timer.owner = this;
   peer_len_ = std::min<socklen_t>(peer_len, sizeof peer_);
   std::memcpy(&peer_, peer, peer_len_);
 }
@@ -131,7 +135,8 @@ void Connection::on_readable() {
     if (n > 0) {
       end_ += static_cast<uint32_t>(n);
       process();
-      if (static_cast<size_t>(n) < space) break;  // short read: the socket is drained (edge-triggered)
+      if (static_cast<size_t>(n) < space)
+        break;  // short read: the socket is drained (edge-triggered)
       continue;
     }
     if (n == 0) {
@@ -155,9 +160,14 @@ void Connection::process() {
   while (state_ != State::kClosed && state_ != State::kLinger && !pending_) {
     bool progressed = false;
     switch (state_) {
-      case State::kHead: progressed = process_head(); break;
-      case State::kBody: progressed = process_body(); break;
-      default: break;
+      case State::kHead:
+        progressed = process_head();
+        break;
+      case State::kBody:
+        progressed = process_body();
+        break;
+      default:
+        break;
     }
     if (!progressed || !keep_alive_) break;
     // Many pipelined responses: send what we have so the scratch buffer stays small.
@@ -207,7 +217,8 @@ void Connection::handle_request(size_t head_length) {
     request.path = "*";
   } else if (http::path_is_normal(request.raw_path)) {
     request.path = request.raw_path;
-  } else if (http::normalize_path(request.raw_path, request.path_storage) != http::PathStatus::kOk) {
+  } else if (http::normalize_path(request.raw_path, request.path_storage) !=
+             http::PathStatus::kOk) {
     respond_error(400, &request, &site);
     return;
   } else {
@@ -274,7 +285,8 @@ void Connection::dispatch(Request& request, SiteRuntime& site, const RouteRuntim
              std::find(route->config->methods.begin(), route->config->methods.end(),
                        request.method_text) == route->config->methods.end()) {
     std::string allow;
-    for (const std::string& m : route->config->methods) allow.append(allow.empty() ? "" : ", ").append(m);
+    for (const std::string& m : route->config->methods)
+      allow.append(allow.empty() ? "" : ", ").append(m);
     response.set_status(405);
     response.add_header("Allow", allow);
   } else {
@@ -484,7 +496,8 @@ void Connection::finish_closing() {
 
 void Connection::on_timeout() {
   if (state_ == State::kClosed) return;
-  bool mid_request = !pending_ && ((state_ == State::kHead && start_ < end_) || state_ == State::kBody);
+  bool mid_request =
+      !pending_ && ((state_ == State::kHead && start_ < end_) || state_ == State::kBody);
   if (mid_request) {
     LOG_INFO("closing a connection: the client was too slow to send its request");
     ssize_t ignored = ::send(fd_, kTimeoutResponse.data(), kTimeoutResponse.size(), MSG_NOSIGNAL);
@@ -516,7 +529,8 @@ void Connection::close_now() {
 
 bool Connection::ensure_registered() {
   if (registered_) return true;
-  registered_ = worker_.poller().add(fd_, event::kReadable | event::kWritable | event::kEdgeTriggered, this);
+  registered_ =
+      worker_.poller().add(fd_, event::kReadable | event::kWritable | event::kEdgeTriggered, this);
   return registered_;
 }
 

@@ -22,7 +22,7 @@ struct SiteRuntime;
 struct RouteRuntime;
 struct BodyWait;
 
-class Connection final : public event::Pollable {
+class Connection final : public event::Pollable, public event::TimerOwner {
  public:
   Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len);
   ~Connection();
@@ -31,7 +31,7 @@ class Connection final : public event::Pollable {
   // and only register with the poller if the connection outlives its first response.
   void start();
   void on_ready(uint32_t readiness) override;
-  void on_timeout();
+  void on_timeout() override;
   // Graceful stop: close now if idle, otherwise after the response in progress.
   void drain();
   void close_now();
@@ -43,9 +43,9 @@ class Connection final : public event::Pollable {
 
  private:
   enum class State : uint8_t {
-    kHead,      // waiting for / parsing a request head
-    kBody,      // reading a request body: kept for a handler that wants it, else dropped
-    kLinger,    // response sent, write side shut: draining what the client still sends
+    kHead,    // waiting for / parsing a request head
+    kBody,    // reading a request body: kept for a handler that wants it, else dropped
+    kLinger,  // response sent, write side shut: draining what the client still sends
     kClosed,
   };
 
@@ -69,14 +69,14 @@ class Connection final : public event::Pollable {
   int fd_;
   State state_ = State::kHead;
   bool registered_ = false;
-  bool keep_alive_ = true;      // false once a response said Connection: close
-  bool peer_closed_ = false;    // read returned 0
-  bool read_blocked_ = false;   // readable data left unread while output was blocked
+  bool keep_alive_ = true;        // false once a response said Connection: close
+  bool peer_closed_ = false;      // read returned 0
+  bool read_blocked_ = false;     // readable data left unread while output was blocked
   bool linger_on_close_ = false;  // closing on an error: the client may still be sending
   uint32_t requests_ = 0;
   char* buffer_ = nullptr;
-  uint32_t start_ = 0;  // first unconsumed byte
-  uint32_t end_ = 0;    // one past the last received byte
+  uint32_t start_ = 0;                    // first unconsumed byte
+  uint32_t end_ = 0;                      // one past the last received byte
   std::unique_ptr<OutputQueue> pending_;  // what the socket has not taken yet
   http1::RequestParser parser_;
   std::unique_ptr<http1::ChunkedDecoder> chunked_;

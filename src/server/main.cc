@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   }
   config::LoadResult loaded = config::build_config(cli);
   if (!loaded.config) {
-    for (const config::ConfigError& e : loaded.errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
+    for (const config::ConfigError& e : loaded.errors)
+      std::fprintf(stderr, "%s\n", e.to_string().c_str());
     std::fprintf(stderr, "peregrine: configuration %s has %zu error(s)\n",
                  cli.config_file.empty() ? "(command line)" : cli.config_file.c_str(),
                  loaded.errors.size());

@@ -40,7 +40,8 @@ OutputQueue::FlushResult OutputQueue::flush(int fd) {
           if (errno == EINTR) continue;
           return errno == EAGAIN ? FlushResult::kBlocked : FlushResult::kError;
         }
-        if (n == 0) return FlushResult::kError;  // the file shrank under us: the length is a lie now
+        if (n == 0)
+          return FlushResult::kError;  // the file shrank under us: the length is a lie now
         cut.remaining -= static_cast<size_t>(n);
       }
       cut.file.reset();

@@ -29,7 +29,8 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config, 
           break;
         }
         case config::HandlerKind::kReturn:
-          handler = std::make_shared<return_route::ReturnHandler>(route.return_options, route.regex);
+          handler =
+              std::make_shared<return_route::ReturnHandler>(route.return_options, route.regex);
           break;
         case config::HandlerKind::kApplication: {
           auto it = registry.find(route.handler_name);
@@ -47,8 +48,8 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config, 
     if (!site.error_pages.empty() && !site.static_files.root.empty()) {
       config::StaticOptions pages = site.static_files;
       pages.dotfiles = true;  // the operator named these files explicitly
-      runtime.error_pages = std::make_unique<static_files::StaticHandler>(pages, std::string(),
-                                                                          *table->mime_, clock);
+      runtime.error_pages =
+          std::make_unique<static_files::StaticHandler>(pages, std::string(), *table->mime_, clock);
     }
     if (site.access_log.format != config::AccessLogFormat::kOff) {
       int sink = log_writer.open_sink(site.access_log.path, error);

@@ -33,7 +33,7 @@ struct SiteRuntime {
   const config::Site* config;
   std::vector<RouteRuntime> routes;
   std::unique_ptr<static_files::StaticHandler> error_pages;  // null without error_pages
-  std::unique_ptr<AccessLogBuffer> access_log;                // null when off
+  std::unique_ptr<AccessLogBuffer> access_log;               // null when off
 };
 
 class RouteTable : public RefCounted {

@@ -80,7 +80,9 @@ config::LoadResult Server::Impl::build() const {
       route.handler = config::HandlerKind::kStatic;
       route.static_files.root = code.root;
       if (access(code.root.c_str(), R_OK | X_OK) != 0)
-        result.errors.push_back({{"<code>", 0, 0}, "static_files root " + code.root + " is not a readable directory", ""});
+        result.errors.push_back({{"<code>", 0, 0},
+                                 "static_files root " + code.root + " is not a readable directory",
+                                 ""});
     } else {
       route.handler = config::HandlerKind::kApplication;
       route.handler_name = code.handler_name;

@@ -64,7 +64,9 @@ void BufferPool::release(char* buffer) {
   }
 }
 
-void Listener::on_ready(uint32_t) { worker_.accept_from(*this); }
+void Listener::on_ready(uint32_t) {
+  worker_.accept_from(*this);
+}
 
 void Listener::close() {
   if (fd_ < 0) return;
@@ -203,12 +205,15 @@ void Worker::refuse(int fd) {
   ::shutdown(fd, SHUT_WR);
   ::close(fd);
   if (++refused_connections_ % 1000 == 1)
-    LOG_WARN("worker %d: at max_connections (%zu), refusing new connections", id_, max_connections_);
+    LOG_WARN("worker %d: at max_connections (%zu), refusing new connections", id_,
+             max_connections_);
 }
 
 void Worker::close_connection(Connection* connection) {
-  if (connection->prev) connection->prev->next = connection->next;
-  else connections_ = connection->next;
+  if (connection->prev)
+    connection->prev->next = connection->next;
+  else
+    connections_ = connection->next;
   if (connection->next) connection->next->prev = connection->prev;
   connection->prev = connection->next = nullptr;
   --connection_count_;
@@ -219,11 +224,7 @@ void Worker::run_timers() {
   const int64_t now = clock_.monotonic_ms;
   for (event::TimerList* list :
        {&header_timers, &keepalive_timers, &body_timers, &send_timers, &linger_timers}) {
-    while (event::TimerNode* node = list->pop_expired(now)) {
-      Connection* c = reinterpret_cast<Connection*>(reinterpret_cast<char*>(node) -
-                                                    offsetof(Connection, timer));
-      c->on_timeout();
-    }
+    while (event::TimerNode* node = list->pop_expired(now)) node->owner->on_timeout();
   }
 }
 

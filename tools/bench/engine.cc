@@ -46,7 +46,9 @@ using http1::ResponseParser;
 
 std::atomic<bool> g_interrupted{false};
 
-void OnInterrupt(int) { g_interrupted.store(true, std::memory_order_relaxed); }
+void OnInterrupt(int) {
+  g_interrupted.store(true, std::memory_order_relaxed);
+}
 
 int64_t NowNs() {
   timespec ts;
@@ -60,7 +62,9 @@ int64_t WallUs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
 }
 
-uint64_t ToUs(int64_t ns) { return ns > 0 ? static_cast<uint64_t>(ns / 1000) : 0; }
+uint64_t ToUs(int64_t ns) {
+  return ns > 0 ? static_cast<uint64_t>(ns / 1000) : 0;
+}
 
 // What the workers share. Read-only during the run apart from the atomics.
 struct Shared {
@@ -71,7 +75,7 @@ struct Shared {
   int pipeline = 1;
   bool head_request = false;
   int64_t timeout_ms = 30000;
-  int64_t deadline_ns = 0;  // 0: none
+  int64_t deadline_ns = 0;         // 0: none
   std::atomic<int64_t> budget{0};  // requests not yet claimed by a worker
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> progress{0};
@@ -97,7 +101,8 @@ struct Pending {
   int64_t intended = 0;  // -R: when it was scheduled
   int64_t sent = 0;      // when its bytes were handed to the kernel
   int64_t first_byte = 0;
-  bool fresh = false;    // queued before the connection was established: its time includes the connect
+  bool fresh =
+      false;  // queued before the connection was established: its time includes the connect
 };
 
 struct Conn final : event::Pollable {
@@ -111,16 +116,16 @@ struct Conn final : event::Pollable {
   int64_t ready_since = 0;     // -R: when it joined the ready list
   ConnTimer timer;
   ResponseParser parser;
-  std::string carry;           // an incomplete response head, kept between reads
-  size_t write_off = 0;        // offset into Shared::pipelined, modulo the request length
-  size_t write_left = 0;       // bytes still to write
-  uint32_t outstanding = 0;    // queued or sent, unanswered
-  uint32_t head = 0;           // ring index of the oldest outstanding request
+  std::string carry;         // an incomplete response head, kept between reads
+  size_t write_off = 0;      // offset into Shared::pipelined, modulo the request length
+  size_t write_left = 0;     // bytes still to write
+  uint32_t outstanding = 0;  // queued or sent, unanswered
+  uint32_t head = 0;         // ring index of the oldest outstanding request
   std::unique_ptr<Pending[]> ring;
   int64_t conn_start = 0;
   int64_t connected_at = 0;
-  uint64_t served = 0;         // responses on this connection
-  uint32_t generation = 0;     // bumped on every close: tells a reopened connection apart
+  uint64_t served = 0;      // responses on this connection
+  uint32_t generation = 0;  // bumped on every close: tells a reopened connection apart
 
   void on_ready(uint32_t readiness) override;
 };
@@ -216,13 +221,15 @@ class Worker {
   uint64_t progress_pending_ = 0;
   int64_t interval_ns_ = 0;  // -R
   int64_t next_send_ns_ = 0;
-  std::vector<Conn*> ready_;  // -R: connections that can take a request
+  std::vector<Conn*> ready_;    // -R: connections that can take a request
   std::vector<Conn*> restart_;  // failed while opening: open again from the loop
   bool opening_ = false;
   int64_t wall_offset_us_ = 0;  // wall clock minus monotonic, for -g
 };
 
-void Conn::on_ready(uint32_t readiness) { worker->on_ready(*this, readiness); }
+void Conn::on_ready(uint32_t readiness) {
+  worker->on_ready(*this, readiness);
+}
 
 bool Worker::take_unit() {
   if (local_budget_ > 0) {
@@ -298,7 +305,8 @@ void Worker::open_socket(Conn& c, int64_t now) {
     int one = 1;
     setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
-  if (t.bind_len && ::bind(c.fd, reinterpret_cast<const sockaddr*>(&t.bind_addr), t.bind_len) != 0) {
+  if (t.bind_len &&
+      ::bind(c.fd, reinterpret_cast<const sockaddr*>(&t.bind_addr), t.bind_len) != 0) {
     fail(c, &RunStats::fail_connect, now);
     return;
   }
@@ -424,7 +432,8 @@ void Worker::on_ready(Conn& c, uint32_t readiness) {
         socklen_t len = sizeof err;
         getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
         if (err != 0 || !(readiness & event::kOut)) {
-          if (opt_.verbosity >= 2) log_text(std::string("connect: ") + std::strerror(err ? err : ECONNREFUSED) + "\n");
+          if (opt_.verbosity >= 2)
+            log_text(std::string("connect: ") + std::strerror(err ? err : ECONNREFUSED) + "\n");
           fail(c, &RunStats::fail_connect, now);
           return;
         }
@@ -502,7 +511,8 @@ bool Worker::process(Conn& c, size_t len, int64_t now) {
   while (!in.empty()) {
     if (c.outstanding == 0) {
       // Bytes nobody asked for: the server is confused. Drop the connection.
-      if (opt_.verbosity >= 2) log_text("unsolicited bytes from the server; closing the connection\n");
+      if (opt_.verbosity >= 2)
+        log_text("unsolicited bytes from the server; closing the connection\n");
       close_conn(c);
       after_close(c, now);
       return false;
@@ -513,7 +523,8 @@ bool Worker::process(Conn& c, size_t len, int64_t now) {
     ResponseParser::Result r = c.parser.parse(in);
     if (opt_.verbosity >= 4 && !had_head && c.parser.head_complete()) {
       const auto& h = c.parser.head();
-      log_text("LOG: header received:\n" + std::string(in.substr(0, h.interim_bytes + h.head_bytes)));
+      log_text("LOG: header received:\n" +
+               std::string(in.substr(0, h.interim_bytes + h.head_bytes)));
     }
     if (r.status == ResponseParser::Status::kError) {
       if (opt_.verbosity >= 2) log_text(std::string("protocol error: ") + c.parser.error() + "\n");
@@ -549,7 +560,8 @@ bool Worker::complete(Conn& c, int64_t now) {
   const auto body = static_cast<int64_t>(c.parser.body_bytes());
   int64_t doc = sh_.document_length.load(std::memory_order_relaxed);
   if (doc < 0) {
-    if (sh_.document_length.compare_exchange_strong(doc, body, std::memory_order_relaxed)) doc = body;
+    if (sh_.document_length.compare_exchange_strong(doc, body, std::memory_order_relaxed))
+      doc = body;
   }
   if (body != doc) ++stats.length_mismatch;
   const bool keep = c.parser.keep_alive();
@@ -575,19 +587,24 @@ bool Worker::complete(Conn& c, int64_t now) {
   stats.waiting.record(ToUs(wait_ns));
   if (gnuplot_) {
     records.push_back({start / 1000 + wall_offset_us_, static_cast<int64_t>(ToUs(connect_ns)),
-                       static_cast<int64_t>(ToUs(service_ns - connect_ns)), static_cast<int64_t>(ToUs(total_ns)),
-                       static_cast<int64_t>(ToUs(wait_ns))});
+                       static_cast<int64_t>(ToUs(service_ns - connect_ns)),
+                       static_cast<int64_t>(ToUs(total_ns)), static_cast<int64_t>(ToUs(wait_ns))});
   }
 
   if (!keep) {
     if (opt_.keep_alive) {
       CloseReason reason = CloseReason::kConnectionClose;
-      if (h.connection_close) reason = CloseReason::kConnectionClose;
-      else if (c.parser.framing() == BodyFraming::kClose) reason = CloseReason::kNoLength;
-      else if (h.transfer_encoding && h.has_content_length) reason = CloseReason::kTeAndLength;
-      else if (h.version_minor == 0) reason = CloseReason::kHttp10NoKeepAlive;
+      if (h.connection_close)
+        reason = CloseReason::kConnectionClose;
+      else if (c.parser.framing() == BodyFraming::kClose)
+        reason = CloseReason::kNoLength;
+      else if (h.transfer_encoding && h.has_content_length)
+        reason = CloseReason::kTeAndLength;
+      else if (h.version_minor == 0)
+        reason = CloseReason::kHttp10NoKeepAlive;
       ++stats.server_closes[static_cast<size_t>(reason)];
-      if (reason == CloseReason::kNoLength && h.version_minor == 0) stats.close_reason_http10 = true;
+      if (reason == CloseReason::kNoLength && h.version_minor == 0)
+        stats.close_reason_http10 = true;
     }
     // Requests pipelined behind this one were not answered: they go back to the budget and are
     // sent again on the next connection.
@@ -733,7 +750,8 @@ void Worker::run() {
   std::vector<Conn*> restarting;
   for (;;) {
     now = NowNs();
-    if (sh_.stop.load(std::memory_order_relaxed) || (sh_.deadline_ns && now >= sh_.deadline_ns)) break;
+    if (sh_.stop.load(std::memory_order_relaxed) || (sh_.deadline_ns && now >= sh_.deadline_ns))
+      break;
     const int64_t now_ms = now / 1'000'000;
     while (event::TimerNode* node = timeouts_.pop_expired(now_ms)) {
       Conn& c = *static_cast<ConnTimer*>(node)->conn;
@@ -751,7 +769,8 @@ void Worker::run() {
       dispatch(now);
       if (budget_empty_ && local_budget_ == 0) {
         bool busy = false;
-        for (int i = 0; i < conn_count_ && !busy; ++i) busy = conns_[static_cast<size_t>(i)].outstanding > 0;
+        for (int i = 0; i < conn_count_ && !busy; ++i)
+          busy = conns_[static_cast<size_t>(i)].outstanding > 0;
         if (!busy) break;
       }
     } else if (open_conns_ == 0 && restart_.empty()) {
@@ -760,11 +779,13 @@ void Worker::run() {
     int64_t wait_ms = restart_.empty() ? 100 : 0;
     int64_t t = timeouts_.next_in(now_ms);
     if (t >= 0 && t < wait_ms) wait_ms = t;
-    if (sh_.deadline_ns) wait_ms = std::min<int64_t>(wait_ms, (sh_.deadline_ns - now + 999'999) / 1'000'000);
+    if (sh_.deadline_ns)
+      wait_ms = std::min<int64_t>(wait_ms, (sh_.deadline_ns - now + 999'999) / 1'000'000);
     if (interval_ns_ && !ready_.empty()) {
       // Rounded up: an early wakeup would spin; lateness with a free connection is not
       // charged to the server (see dispatch()).
-      wait_ms = std::min<int64_t>(wait_ms, std::max<int64_t>(0, (next_send_ns_ - now + 999'999) / 1'000'000));
+      wait_ms = std::min<int64_t>(
+          wait_ms, std::max<int64_t>(0, (next_send_ns_ - now + 999'999) / 1'000'000));
     }
     int n = poller_->wait(static_cast<int>(std::max<int64_t>(wait_ms, 0)), events, 256);
     for (int i = 0; i < n; ++i) events[i].target->on_ready(events[i].readiness);
@@ -782,7 +803,7 @@ void Worker::run() {
 }  // namespace
 
 void install_interrupt_handler() {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = OnInterrupt;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
@@ -804,12 +825,13 @@ std::string ensure_nofile(uint64_t needed, std::string& note) {
   }
   rlimit raised{needed, needed};
   if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
-    note = "raised the open-files limit (RLIMIT_NOFILE, hard and soft) from " + std::to_string(before) + " to " +
-           std::to_string(needed);
+    note = "raised the open-files limit (RLIMIT_NOFILE, hard and soft) from " +
+           std::to_string(before) + " to " + std::to_string(needed);
     return "";
   }
-  return "this run needs about " + std::to_string(needed) + " file descriptors but the open-files limit is " +
-         std::to_string(before) + " (hard limit " + std::to_string(lim.rlim_max) +
+  return "this run needs about " + std::to_string(needed) +
+         " file descriptors but the open-files limit is " + std::to_string(before) +
+         " (hard limit " + std::to_string(lim.rlim_max) +
          ") and cannot be raised: " + std::strerror(errno) +
          ". Raise it (ulimit -n, or LimitNOFILE= / limits.conf) or lower -c.";
 }
@@ -864,8 +886,10 @@ std::string prepare_target(const Options& o, const std::string& url_text, Target
     OPENSSL_init_ssl(0, nullptr);
     t.ssl_ctx = SSL_CTX_new(TLS_client_method());
     if (!t.ssl_ctx) return "cannot create a TLS context";
-    SSL_CTX_set_verify(t.ssl_ctx, SSL_VERIFY_NONE, nullptr);  // a load generator, as ab: no verification
-    SSL_CTX_set_mode(t.ssl_ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_verify(t.ssl_ctx, SSL_VERIFY_NONE,
+                       nullptr);  // a load generator, as ab: no verification
+    SSL_CTX_set_mode(t.ssl_ctx,
+                     SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     in6_addr a6;
     in_addr a4;
     if (!t.url.ipv6_literal && inet_pton(AF_INET, t.url.host.c_str(), &a4) != 1 &&
@@ -890,7 +914,9 @@ int UsableCores() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-double Seconds(const timeval& tv) { return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6; }
+double Seconds(const timeval& tv) {
+  return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) / 1e6;
+}
 
 }  // namespace
 
@@ -933,7 +959,8 @@ void run_load(const Options& o, const Target& t, bool progress, RunOutput& out) 
 
   // The main thread watches the clock, SIGINT and progress.
   const bool heartbeat = progress && !o.unlimited_requests() && o.requests >= 150;
-  const uint64_t step = heartbeat ? std::max<uint64_t>(100, static_cast<uint64_t>(o.requests) / 10) : 0;
+  const uint64_t step =
+      heartbeat ? std::max<uint64_t>(100, static_cast<uint64_t>(o.requests) / 10) : 0;
   uint64_t next_report = step;
   while (running.load() > 0) {
     timespec ts{0, 20'000'000};
@@ -945,8 +972,10 @@ void run_load(const Options& o, const Target& t, bool progress, RunOutput& out) 
     if (sh.deadline_ns && NowNs() >= sh.deadline_ns) sh.stop.store(true);
     if (heartbeat) {
       uint64_t done = sh.progress.load(std::memory_order_relaxed);
-      while (next_report && done >= next_report && next_report < static_cast<uint64_t>(o.requests)) {
-        std::fprintf(stderr, "Completed %llu requests\n", static_cast<unsigned long long>(next_report));
+      while (next_report && done >= next_report &&
+             next_report < static_cast<uint64_t>(o.requests)) {
+        std::fprintf(stderr, "Completed %llu requests\n",
+                     static_cast<unsigned long long>(next_report));
         next_report += step;
       }
     }
@@ -955,7 +984,9 @@ void run_load(const Options& o, const Target& t, bool progress, RunOutput& out) 
   const int64_t end = NowNs();
   rusage ru1{};
   getrusage(RUSAGE_SELF, &ru1);
-  if (heartbeat) std::fprintf(stderr, "Finished %llu requests\n", static_cast<unsigned long long>(sh.progress.load()));
+  if (heartbeat)
+    std::fprintf(stderr, "Finished %llu requests\n",
+                 static_cast<unsigned long long>(sh.progress.load()));
 
   RunStats& s = out.stats;
   for (auto& w : pool) {

@@ -24,10 +24,10 @@ struct Target {
   socklen_t addr_len = 0;
   std::string connect_host;  // what we connect to: the URL's host or the proxy's
   uint16_t connect_port = 0;
-  std::string request;       // one request, body included
+  std::string request;  // one request, body included
   uint64_t body_size = 0;
   SSL_CTX* ssl_ctx = nullptr;
-  std::string sni;           // empty for IP literals
+  std::string sni;  // empty for IP literals
   sockaddr_storage bind_addr{};
   socklen_t bind_len = 0;
 };

@@ -40,10 +40,11 @@ std::string GnuplotText(const std::vector<GnuplotRecord>& records) {
     tm parts{};
     localtime_r(&secs, &parts);
     std::strftime(when, sizeof when, "%a %b %e %H:%M:%S %Y", &parts);
-    std::snprintf(line, sizeof line, "%s\t%lld\t%lld\t%lld\t%lld\t%lld\n", when, static_cast<long long>(secs),
-                  static_cast<long long>((r.connect_us + 500) / 1000),
+    std::snprintf(line, sizeof line, "%s\t%lld\t%lld\t%lld\t%lld\t%lld\n", when,
+                  static_cast<long long>(secs), static_cast<long long>((r.connect_us + 500) / 1000),
                   static_cast<long long>((r.processing_us + 500) / 1000),
-                  static_cast<long long>((r.total_us + 500) / 1000), static_cast<long long>((r.wait_us + 500) / 1000));
+                  static_cast<long long>((r.total_us + 500) / 1000),
+                  static_cast<long long>((r.wait_us + 500) / 1000));
     o += line;
   }
   return o;
@@ -68,8 +69,10 @@ int RunSingle(const Options& o) {
     return Fail(err);
   }
   if (!o.json) {
-    std::printf("This is peregrine-bench, version %s (ab-compatible options and report)\n\n", PEREGRINE_VERSION);
-    std::printf("Benchmarking %s (be patient)%s\n", target.url.host.c_str(), o.quiet ? "....." : "");
+    std::printf("This is peregrine-bench, version %s (ab-compatible options and report)\n\n",
+                PEREGRINE_VERSION);
+    std::printf("Benchmarking %s (be patient)%s\n", target.url.host.c_str(),
+                o.quiet ? "....." : "");
     std::fflush(stdout);
   }
   if (o.verbosity >= 2) {
@@ -119,8 +122,9 @@ int RunCompare(Options o) {
       results[i].rounds.push_back(summary);
       results[i].latency.merge(out.stats.total);
       if (results[i].server_software.empty()) results[i].server_software = out.info.server_software;
-      std::fprintf(stderr, "round %d/%d  #%zu %s: %.2f req/s, p99 %.3f ms, %.0f failed\n", round + 1, o.rounds,
-                   i + 1, o.urls[i].c_str(), summary.requests_per_second, summary.p99_ms, summary.failed);
+      std::fprintf(stderr, "round %d/%d  #%zu %s: %.2f req/s, p99 %.3f ms, %.0f failed\n",
+                   round + 1, o.rounds, i + 1, o.urls[i].c_str(), summary.requests_per_second,
+                   summary.p99_ms, summary.failed);
       if (out.info.interrupted) break;
     }
   }

@@ -10,8 +10,8 @@
 #include <cstdio>
 
 #include "handlers/static/mime.h"
-#include "http/http_date.h"
 #include "http/conditional.h"
+#include "http/http_date.h"
 #include "http/path.h"
 
 namespace peregrine::static_files {
@@ -83,7 +83,8 @@ int FileCache::open_beneath(std::string_view rel_path, int flags) const {
 
 bool FileCache::still_valid(const CachedFile& entry, std::string_view rel_path) const {
   int fd = open_beneath(rel_path, O_PATH);
-  if (fd < 0) return entry.kind == CachedFile::Kind::kMissing && (errno == ENOENT || errno == ENOTDIR);
+  if (fd < 0)
+    return entry.kind == CachedFile::Kind::kMissing && (errno == ENOENT || errno == ENOTDIR);
   struct stat st;
   bool same = fstat(fd, &st) == 0 && entry.kind != CachedFile::Kind::kMissing &&
               entry.kind != CachedFile::Kind::kForbidden && st.st_dev == entry.dev &&
@@ -151,7 +152,8 @@ Ref<CachedFile> FileCache::load(std::string_view rel_path, std::string_view cont
   }
   entry->kind = CachedFile::Kind::kFile;
   if (entry->size <= options_.inline_limit &&
-      inline_bytes_ + entry->size <= options_.inline_budget && read_whole(fd, entry->content, entry->size)) {
+      inline_bytes_ + entry->size <= options_.inline_budget &&
+      read_whole(fd, entry->content, entry->size)) {
     entry->inline_content = true;
     inline_bytes_ += entry->size;
     ::close(fd);
@@ -183,7 +185,8 @@ void FileCache::build_headers(CachedFile& entry, std::string_view encoding, bool
   size_t date_len = http::format_http_date(entry.mtime, date);
   if (options_.etag) {
     char etag[64];
-    size_t etag_len = http::format_etag(static_cast<uint64_t>(entry.mtime_ns), entry.size, etag, sizeof etag);
+    size_t etag_len =
+        http::format_etag(static_cast<uint64_t>(entry.mtime_ns), entry.size, etag, sizeof etag);
     entry.etag.assign(etag, etag_len);
   }
   std::string& h = entry.headers;

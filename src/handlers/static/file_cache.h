@@ -31,18 +31,22 @@ class CachedFile : public RefCounted {
   Kind kind = Kind::kMissing;
   uint64_t size = 0;
   time_t mtime = 0;
-  std::string etag;            // with quotes; empty when ETags are off
-  std::string content;         // the whole file, when small enough to keep in memory
-  Ref<BodyFile> file;          // otherwise the open file, sent with sendfile
+  std::string etag;     // with quotes; empty when ETags are off
+  std::string content;  // the whole file, when small enough to keep in memory
+  Ref<BodyFile> file;   // otherwise the open file, sent with sendfile
   bool inline_content = false;
   // "Content-Type: ...\r\n" (and Content-Encoding for a precompressed sibling) followed by the
   // validator lines (Last-Modified, ETag, Accept-Ranges, Vary) that a 304 repeats.
   std::string headers;
   size_t validators_offset = 0;
-  std::string_view representation_lines() const { return std::string_view(headers).substr(0, validators_offset); }
-  std::string_view validator_lines() const { return std::string_view(headers).substr(validators_offset); }
+  std::string_view representation_lines() const {
+    return std::string_view(headers).substr(0, validators_offset);
+  }
+  std::string_view validator_lines() const {
+    return std::string_view(headers).substr(validators_offset);
+  }
   std::string content_type;
-  Ref<CachedFile> gzip;    // precompressed siblings, when present
+  Ref<CachedFile> gzip;  // precompressed siblings, when present
   Ref<CachedFile> brotli;
 
   // Revalidation state.

@@ -10,13 +10,13 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/strings.h"
 #include "handlers/static/mime.h"
 #include "http/accept_encoding.h"
 #include "http/conditional.h"
 #include "http/http_date.h"
 #include "http/path.h"
 #include "http/range.h"
-#include "core/strings.h"
 
 namespace peregrine::static_files {
 namespace {
@@ -34,8 +34,10 @@ struct StaticRequestHeaders {
           if (ascii_iequals(n, "range")) range = h.value;
           break;
         case 8:
-          if (ascii_iequals(n, "if-match")) conditional.if_match = h.value;
-          else if (ascii_iequals(n, "if-range")) if_range = h.value;
+          if (ascii_iequals(n, "if-match"))
+            conditional.if_match = h.value;
+          else if (ascii_iequals(n, "if-range"))
+            if_range = h.value;
           break;
         case 13:
           if (ascii_iequals(n, "if-none-match")) conditional.if_none_match = h.value;
@@ -67,12 +69,23 @@ void append_slice(Response& response, const CachedFile& file, uint64_t offset, u
 void append_html_escaped(std::string& out, std::string_view text) {
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
 }
@@ -190,8 +203,10 @@ void StaticHandler::serve_file(const Request& request, Response& response,
   const CachedFile* file = &original;
   if (headers.accept_encoding && (original.brotli || original.gzip)) {
     http::AcceptedEncodings accepted = http::parse_accept_encoding(*headers.accept_encoding);
-    if (accepted.br && original.brotli) file = original.brotli.get();
-    else if (accepted.gzip && original.gzip) file = original.gzip.get();
+    if (accepted.br && original.brotli)
+      file = original.brotli.get();
+    else if (accepted.gzip && original.gzip)
+      file = original.gzip.get();
   }
 
   http::Validators validators{file->etag, file->mtime};
@@ -230,17 +245,23 @@ void StaticHandler::serve_file(const Request& request, Response& response,
       // multipart/byteranges (RFC 9110 14.6): each part names its range and the media type.
       char boundary[33];
       uint64_t random[2] = {0, 0};
-      if (getrandom(random, sizeof random, GRND_NONBLOCK) < 0) random[0] = static_cast<uint64_t>(clock_.monotonic_ms);
+      if (getrandom(random, sizeof random, GRND_NONBLOCK) < 0)
+        random[0] = static_cast<uint64_t>(clock_.monotonic_ms);
       std::snprintf(boundary, sizeof boundary, "%016llx%016llx",
-                    static_cast<unsigned long long>(random[0]), static_cast<unsigned long long>(random[1]));
+                    static_cast<unsigned long long>(random[0]),
+                    static_cast<unsigned long long>(random[1]));
       response.set_status(206);
       response.set_prebuilt_headers(file->validator_lines());
-      response.add_header("Content-Type", std::string("multipart/byteranges; boundary=") + boundary);
+      response.add_header("Content-Type",
+                          std::string("multipart/byteranges; boundary=") + boundary);
       std::string part;
       for (size_t i = 0; i < ranges.count; ++i) {
         const http::ByteRange& r = ranges.ranges[i];
         size_t n = http::format_content_range(r, file->size, content_range, sizeof content_range);
-        part.assign("\r\n--").append(boundary).append("\r\nContent-Type: ").append(file->content_type);
+        part.assign("\r\n--")
+            .append(boundary)
+            .append("\r\nContent-Type: ")
+            .append(file->content_type);
         part.append("\r\nContent-Range: ").append(content_range, n).append("\r\n\r\n");
         response.append_body(part);
         append_slice(response, *file, r.first, r.last - r.first + 1);
@@ -297,8 +318,9 @@ void StaticHandler::list_directory(Response& response, std::string_view path) {
 
   std::string html = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Index of ";
   append_html_escaped(html, path);
-  html += "</title><style>body{font-family:sans-serif;margin:2em}td{padding:0 1em}"
-          "td:nth-child(2){text-align:right}</style></head><body><h1>Index of ";
+  html +=
+      "</title><style>body{font-family:sans-serif;margin:2em}td{padding:0 1em}"
+      "td:nth-child(2){text-align:right}</style></head><body><h1>Index of ";
   append_html_escaped(html, path);
   html += "</h1><table><tr><th>Name</th><th>Size</th><th>Modified</th></tr>\n";
   if (path != "/") html += "<tr><td><a href=\"../\">../</a></td><td></td><td></td></tr>\n";

@@ -11,6 +11,7 @@
 #include "http/http1/response_parser.h"
 
 #include <cstring>
+
 #include "core/strings.h"
 
 namespace peregrine::http1 {
@@ -18,9 +19,13 @@ namespace {
 
 constexpr uint64_t kMaxContentLength = uint64_t{1} << 62;
 
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsDigit(char c) {
+  return c >= '0' && c <= '9';
+}
 
-char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
+char Lower(char c) {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+}
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view lower) {
   if (a.size() != lower.size()) return false;
@@ -107,8 +112,10 @@ bool ResponseParser::parse_field(std::string_view name, std::string_view value) 
     case 10:
       if (EqualsIgnoreCase(name, "connection")) {
         ForEachListElement(value, [&](std::string_view token) {
-          if (EqualsIgnoreCase(token, "close")) head_.connection_close = true;
-          else if (EqualsIgnoreCase(token, "keep-alive")) head_.connection_keep_alive = true;
+          if (EqualsIgnoreCase(token, "close"))
+            head_.connection_close = true;
+          else if (EqualsIgnoreCase(token, "keep-alive"))
+            head_.connection_keep_alive = true;
         });
       }
       return true;
@@ -119,11 +126,18 @@ bool ResponseParser::parse_field(std::string_view name, std::string_view value) 
         ForEachListElement(value, [&](std::string_view digits) {
           uint64_t n = 0;
           for (char c : digits) {
-            if (!IsDigit(c)) { ok = false; return; }
+            if (!IsDigit(c)) {
+              ok = false;
+              return;
+            }
             n = n * 10 + static_cast<uint64_t>(c - '0');
-            if (n > kMaxContentLength) { ok = false; return; }
+            if (n > kMaxContentLength) {
+              ok = false;
+              return;
+            }
           }
-          if (head_.has_content_length && static_cast<uint64_t>(head_.content_length) != n) ok = false;
+          if (head_.has_content_length && static_cast<uint64_t>(head_.content_length) != n)
+            ok = false;
           head_.has_content_length = true;
           head_.content_length = static_cast<int64_t>(n);
           any = true;
@@ -154,8 +168,8 @@ bool ResponseParser::parse_head(std::string_view head) {
   size_t nl = head.find('\n');
   std::string_view line = StripEol(head.substr(0, nl + 1));
   head.remove_prefix(nl + 1);
-  if (line.size() < 12 || line.compare(0, 7, "HTTP/1.") != 0 || !IsDigit(line[7]) || line[8] != ' ' ||
-      !IsDigit(line[9]) || !IsDigit(line[10]) || !IsDigit(line[11]) ||
+  if (line.size() < 12 || line.compare(0, 7, "HTTP/1.") != 0 || !IsDigit(line[7]) ||
+      line[8] != ' ' || !IsDigit(line[9]) || !IsDigit(line[10]) || !IsDigit(line[11]) ||
       (line.size() > 12 && line[12] != ' ')) {
     error_ = "malformed status line";
     return false;
@@ -221,10 +235,12 @@ ResponseParser::Result ResponseParser::parse(std::string_view input) {
     const char* base = input.data();
     size_t pos = scanned_;
     for (;;) {
-      const void* lf = pos < input.size() ? std::memchr(base + pos, '\n', input.size() - pos) : nullptr;
+      const void* lf =
+          pos < input.size() ? std::memchr(base + pos, '\n', input.size() - pos) : nullptr;
       if (!lf) {
         scanned_ = input.size();
-        if (input.size() - head_start_ > limits_.max_head_bytes) return fail("response head too large");
+        if (input.size() - head_start_ > limits_.max_head_bytes)
+          return fail("response head too large");
         return {Status::kNeedMore, 0};
       }
       size_t p = static_cast<size_t>(static_cast<const char*>(lf) - base);

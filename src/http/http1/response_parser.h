@@ -38,15 +38,15 @@ enum class BodyFraming : uint8_t {
 struct ResponseHead {
   int version_minor = 1;  // HTTP/1.<minor>
   int status = 0;
-  int64_t content_length = -1;   // -1: absent (or overridden by Transfer-Encoding)
+  int64_t content_length = -1;      // -1: absent (or overridden by Transfer-Encoding)
   bool has_content_length = false;  // a Content-Length field was present (even if overridden)
   bool chunked = false;
-  bool transfer_encoding = false;   // a Transfer-Encoding field was present
-  bool connection_close = false;    // "Connection: close"
+  bool transfer_encoding = false;      // a Transfer-Encoding field was present
+  bool connection_close = false;       // "Connection: close"
   bool connection_keep_alive = false;  // "Connection: keep-alive"
-  size_t head_bytes = 0;  // bytes of the final head, status line to the empty line
-  size_t interim_bytes = 0;  // bytes of skipped 1xx heads and leading empty lines
-  std::string server;     // the Server field's value, when capture_server is set
+  size_t head_bytes = 0;               // bytes of the final head, status line to the empty line
+  size_t interim_bytes = 0;            // bytes of skipped 1xx heads and leading empty lines
+  std::string server;                  // the Server field's value, when capture_server is set
 };
 
 class ResponseParser {
@@ -83,8 +83,10 @@ class ResponseParser {
   // HTTP/1.0 only with "Connection: keep-alive"; never after a close-delimited body or a
   // response with both Transfer-Encoding and Content-Length.)
   bool keep_alive() const;
-  uint64_t body_bytes() const { return body_bytes_; }          // decoded body bytes so far
-  uint64_t body_wire_bytes() const { return body_wire_bytes_; }  // body bytes as sent (chunk framing included)
+  uint64_t body_bytes() const { return body_bytes_; }  // decoded body bytes so far
+  uint64_t body_wire_bytes() const {
+    return body_wire_bytes_;
+  }  // body bytes as sent (chunk framing included)
   const char* error() const { return error_; }
 
  private:

@@ -26,9 +26,9 @@ using peregrine::http1::BodyFraming;
 using peregrine::http1::ResponseParser;
 using Status = ResponseParser::Status;
 
-#define FUZZ_CHECK(cond)               \
-  do {                                 \
-    if (!(cond)) __builtin_trap();     \
+#define FUZZ_CHECK(cond)           \
+  do {                             \
+    if (!(cond)) __builtin_trap(); \
   } while (0)
 
 struct Verdict {
@@ -39,8 +39,8 @@ struct Verdict {
   uint64_t wire;
   bool keep;
   bool operator==(const Verdict& o) const {
-    return status == o.status && end == o.end && code == o.code && body == o.body && wire == o.wire &&
-           keep == o.keep;
+    return status == o.status && end == o.end && code == o.code && body == o.body &&
+           wire == o.wire && keep == o.keep;
   }
 };
 
@@ -59,8 +59,8 @@ void CheckDone(const ResponseParser& p, bool head_request) {
 
 // Parses up to 8 responses from `input`, delivering it `step` bytes at a time (0: first `cut`
 // bytes, then the rest). Returns the verdicts.
-std::vector<Verdict> Run(std::string_view input, bool head_request, ResponseParser::Limits limits, size_t step,
-                         size_t cut) {
+std::vector<Verdict> Run(std::string_view input, bool head_request, ResponseParser::Limits limits,
+                         size_t step, size_t cut) {
   std::vector<Verdict> out;
   ResponseParser p(limits);
   p.start(head_request, true);
@@ -91,7 +91,8 @@ std::vector<Verdict> Run(std::string_view input, bool head_request, ResponsePars
       if (r.status == Status::kDone) {
         CheckDone(p, head_request);
         FUZZ_CHECK(p.finish().status == Status::kDone);
-        out.push_back({Status::kDone, base, p.head().status, p.body_bytes(), p.body_wire_bytes(), p.keep_alive()});
+        out.push_back({Status::kDone, base, p.head().status, p.body_bytes(), p.body_wire_bytes(),
+                       p.keep_alive()});
         ++responses;
         if (!p.keep_alive()) return out;
         p.start(head_request, true);
@@ -104,8 +105,8 @@ std::vector<Verdict> Run(std::string_view input, bool head_request, ResponsePars
     ResponseParser::Result r = p.finish();
     if (r.status == Status::kDone) {
       CheckDone(p, head_request);
-      out.push_back({Status::kDone, base + pending.size(), p.head().status, p.body_bytes(), p.body_wire_bytes(),
-                     p.keep_alive()});
+      out.push_back({Status::kDone, base + pending.size(), p.head().status, p.body_bytes(),
+                     p.body_wire_bytes(), p.keep_alive()});
     } else {
       out.push_back({r.status, base, 0, 0, 0, false});
     }
@@ -128,7 +129,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint64_t h = 1469598103934665603ULL;
   for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 1099511628211ULL;
   const std::vector<Verdict> whole = Run(input, head_request, limits, 0, input.size());
-  const std::vector<Verdict> split = Run(input, head_request, limits, 0, input.empty() ? 0 : h % (input.size() + 1));
+  const std::vector<Verdict> split =
+      Run(input, head_request, limits, 0, input.empty() ? 0 : h % (input.size() + 1));
   FUZZ_CHECK(whole == split);
   if (input.size() <= 4096) {
     const std::vector<Verdict> bytewise = Run(input, head_request, limits, 1, 0);

@@ -5,12 +5,36 @@
 namespace peregrine::bench {
 namespace {
 
-std::string Parse(std::vector<std::string> args, Options& o) { return parse_options(args, o); }
+std::string Parse(std::vector<std::string> args, Options& o) {
+  return parse_options(args, o);
+}
 
 TEST(BenchOptions, AbCommonOptions) {
   Options o;
-  ASSERT_EQ(Parse({"-k", "-n", "1000", "-c", "50", "-H", "Accept-Encoding: gzip", "-C", "a=b", "-s", "5", "-q",
-                   "-S", "-d", "-l", "-r", "-v", "3", "-e", "p.csv", "-g", "g.tsv", "-B", "127.0.0.1",
+  ASSERT_EQ(Parse({"-k",
+                   "-n",
+                   "1000",
+                   "-c",
+                   "50",
+                   "-H",
+                   "Accept-Encoding: gzip",
+                   "-C",
+                   "a=b",
+                   "-s",
+                   "5",
+                   "-q",
+                   "-S",
+                   "-d",
+                   "-l",
+                   "-r",
+                   "-v",
+                   "3",
+                   "-e",
+                   "p.csv",
+                   "-g",
+                   "g.tsv",
+                   "-B",
+                   "127.0.0.1",
                    "http://example.com/x"},
                   o),
             "");
@@ -21,7 +45,8 @@ TEST(BenchOptions, AbCommonOptions) {
   EXPECT_EQ(o.headers.size(), 1u);
   EXPECT_EQ(o.cookies[0], "a=b");
   EXPECT_DOUBLE_EQ(o.timeout_s, 5);
-  EXPECT_TRUE(o.quiet && o.no_median_sd && o.no_percentiles && o.accept_variable_length && o.continue_on_error);
+  EXPECT_TRUE(o.quiet && o.no_median_sd && o.no_percentiles && o.accept_variable_length &&
+              o.continue_on_error);
   EXPECT_EQ(o.verbosity, 3);
   EXPECT_EQ(o.csv_file, "p.csv");
   EXPECT_EQ(o.gnuplot_file, "g.tsv");
@@ -56,7 +81,9 @@ TEST(BenchOptions, OurOptions) {
 
 TEST(BenchOptions, CompareMode) {
   Options o;
-  ASSERT_EQ(Parse({"compare", "--rounds=5", "--plot", "x.svg", "-c", "10", "http://a/", "http://b/"}, o), "");
+  ASSERT_EQ(
+      Parse({"compare", "--rounds=5", "--plot", "x.svg", "-c", "10", "http://a/", "http://b/"}, o),
+      "");
   EXPECT_TRUE(o.compare);
   EXPECT_EQ(o.rounds, 5);
   EXPECT_EQ(o.plot_file, "x.svg");
@@ -132,11 +159,12 @@ TEST(BenchOptions, RequestBytes) {
   Url u;
   ASSERT_EQ(parse_url(o.urls[0], u), "");
   std::string r = build_request(o, u, "", false);
-  EXPECT_EQ(r, "GET /p HTTP/1.1\r\nHost: h:8080\r\nUser-Agent: peregrine-bench/0.1\r\nAccept: */*\r\n"
-               "Connection: close\r\n\r\n");
-  ASSERT_EQ(Parse({"-k", "--http1.0", "-H", "Host: other", "-H", "user-agent: me", "-A", "a:b", "-X", "proxy:3128",
-                   "--proxy-auth", "p:q", "http://h/p"},
-                o),
+  EXPECT_EQ(r,
+            "GET /p HTTP/1.1\r\nHost: h:8080\r\nUser-Agent: peregrine-bench/0.1\r\nAccept: */*\r\n"
+            "Connection: close\r\n\r\n");
+  ASSERT_EQ(Parse({"-k", "--http1.0", "-H", "Host: other", "-H", "user-agent: me", "-A", "a:b",
+                   "-X", "proxy:3128", "--proxy-auth", "p:q", "http://h/p"},
+                  o),
             "");
   r = build_request(o, u, "", true);
   EXPECT_EQ(r.rfind("GET http://h:8080/p HTTP/1.0\r\n", 0), 0u) << r;
@@ -146,7 +174,10 @@ TEST(BenchOptions, RequestBytes) {
   EXPECT_NE(r.find("Connection: keep-alive\r\n"), std::string::npos);
   EXPECT_NE(r.find("Authorization: Basic YTpi\r\n"), std::string::npos);
   EXPECT_NE(r.find("Proxy-Authorization: Basic cDpx\r\n"), std::string::npos);
-  ASSERT_EQ(Parse({"-k", "-p", "body.json", "-T", "application/json", "-C", "a=1", "-C", "b=2", "http://h/"}, o), "");
+  ASSERT_EQ(Parse({"-k", "-p", "body.json", "-T", "application/json", "-C", "a=1", "-C", "b=2",
+                   "http://h/"},
+                  o),
+            "");
   EXPECT_EQ(o.effective_method(), "POST");
   r = build_request(o, u, "{}", false);
   EXPECT_NE(r.find("POST /p HTTP/1.1\r\n"), std::string::npos);

@@ -45,32 +45,33 @@ RunStats Stats() {
 // Every field ab prints, in ab's order.
 TEST(BenchReport, AbFieldsInAbOrder) {
   std::string r = format_text_report(Info(), Stats());
-  const char* order[] = {"Server Software:        nginx/1.22\n",
-                         "Server Hostname:        127.0.0.1\n",
-                         "Server Port:            8080\n",
-                         "Document Path:          /index.html\n",
-                         "Document Length:        612 bytes\n",
-                         "Concurrency Level:      10\n",
-                         "Time taken for tests:   2.000 seconds\n",
-                         "Complete requests:      1000\n",
-                         "Failed requests:        0\n",
-                         "Keep-Alive requests:    990\n",
-                         "Total transferred:      850000 bytes\n",
-                         "HTML transferred:       612000 bytes\n",
-                         "Requests per second:    500.00 [#/sec] (mean)\n",
-                         "Time per request:       20.000 [ms] (mean)\n",
-                         "Time per request:       2.000 [ms] (mean, across all concurrent requests)\n",
-                         "Transfer rate:          415.04 [Kbytes/sec] received\n",
-                         "Connection Times (ms)\n",
-                         "              min  mean[+/-sd] median   max\n",
-                         "Connect:        0    0   0.0      0       0\n",
-                         "Total:          0    5   2.9      5      10\n",
-                         "Percentage of the requests served within a certain time (ms)\n",
-                         "  50%      5\n",
-                         "  99%     10\n",
-                         "99.9%     10\n",
-                         "99.99%     10\n",
-                         " 100%     10 (longest request)\n"};
+  const char* order[] = {
+      "Server Software:        nginx/1.22\n",
+      "Server Hostname:        127.0.0.1\n",
+      "Server Port:            8080\n",
+      "Document Path:          /index.html\n",
+      "Document Length:        612 bytes\n",
+      "Concurrency Level:      10\n",
+      "Time taken for tests:   2.000 seconds\n",
+      "Complete requests:      1000\n",
+      "Failed requests:        0\n",
+      "Keep-Alive requests:    990\n",
+      "Total transferred:      850000 bytes\n",
+      "HTML transferred:       612000 bytes\n",
+      "Requests per second:    500.00 [#/sec] (mean)\n",
+      "Time per request:       20.000 [ms] (mean)\n",
+      "Time per request:       2.000 [ms] (mean, across all concurrent requests)\n",
+      "Transfer rate:          415.04 [Kbytes/sec] received\n",
+      "Connection Times (ms)\n",
+      "              min  mean[+/-sd] median   max\n",
+      "Connect:        0    0   0.0      0       0\n",
+      "Total:          0    5   2.9      5      10\n",
+      "Percentage of the requests served within a certain time (ms)\n",
+      "  50%      5\n",
+      "  99%     10\n",
+      "99.9%     10\n",
+      "99.99%     10\n",
+      " 100%     10 (longest request)\n"};
   size_t pos = 0;
   for (const char* line : order) {
     size_t found = r.find(line, pos);
@@ -80,10 +81,12 @@ TEST(BenchReport, AbFieldsInAbOrder) {
   EXPECT_NE(r.find("Status codes:           200: 1000"), std::string::npos) << r;
   EXPECT_NE(r.find("Closed by the server:   10 connections"), std::string::npos) << r;
   EXPECT_NE(r.find("the server sent 'Connection: close'"), std::string::npos);
-  EXPECT_NE(r.find("Client CPU:             user 0.50 s, system 1.50 s: 100% of 2 worker threads, 2000.00 us per request"),
+  EXPECT_NE(r.find("Client CPU:             user 0.50 s, system 1.50 s: 100% of 2 worker threads, "
+                   "2000.00 us per request"),
             std::string::npos)
       << r;
-  EXPECT_EQ(r.find("Failed requests:        0\n   ("), std::string::npos);  // no breakdown when none failed
+  EXPECT_EQ(r.find("Failed requests:        0\n   ("),
+            std::string::npos);  // no breakdown when none failed
   EXPECT_EQ(r.find("WARNING"), std::string::npos);
 }
 
@@ -97,15 +100,19 @@ TEST(BenchReport, FailuresNon2xxAndVariableLength) {
   s.non2xx = 7;
   s.length_mismatch = 5;
   std::string r = format_text_report(info, s);
-  EXPECT_NE(r.find("Failed requests:        10\n   (Connect: 2, Receive: 3, Length: 0, Exceptions: 5)\n"
-                   "Write errors:           1\nNon-2xx responses:      7\n"),
-            std::string::npos)
+  EXPECT_NE(
+      r.find("Failed requests:        10\n   (Connect: 2, Receive: 3, Length: 0, Exceptions: 5)\n"
+             "Write errors:           1\nNon-2xx responses:      7\n"),
+      std::string::npos)
       << r;
   EXPECT_NE(r.find("Document Length:        Variable\n"), std::string::npos);
   EXPECT_NE(r.find("not failures"), std::string::npos);
   info.strict_length = true;
   r = format_text_report(info, s);
-  EXPECT_NE(r.find("Failed requests:        15\n   (Connect: 2, Receive: 3, Length: 5, Exceptions: 5)"), std::string::npos) << r;
+  EXPECT_NE(
+      r.find("Failed requests:        15\n   (Connect: 2, Receive: 3, Length: 5, Exceptions: 5)"),
+      std::string::npos)
+      << r;
   EXPECT_NE(r.find("Document Length:        612 bytes"), std::string::npos);
 }
 
@@ -117,7 +124,9 @@ TEST(BenchReport, ShortFormsAndWarnings) {
   info.cpu_system_s = 2.9;  // 195 % of 2 workers
   info.keep_alive = false;
   std::string r = format_text_report(info, Stats());
-  EXPECT_NE(r.find("              min   avg   max\nConnect:        0     0    0\n"), std::string::npos) << r;
+  EXPECT_NE(r.find("              min   avg   max\nConnect:        0     0    0\n"),
+            std::string::npos)
+      << r;
   EXPECT_EQ(r.find("Percentage of the requests"), std::string::npos);
   EXPECT_EQ(r.find("Keep-Alive requests"), std::string::npos);
   EXPECT_NE(r.find("WARNING: the client was saturated"), std::string::npos);
@@ -159,15 +168,20 @@ TEST(BenchCompare, MediansRatiosAndPlot) {
   std::string table = format_compare_table(t);
   EXPECT_NE(table.find("Medians over 3 rounds"), std::string::npos);
   EXPECT_NE(table.find("#2  http://b/  (peregrine)"), std::string::npos) << table;
-  EXPECT_NE(table.find("Requests per second     110.00                220.00 (x2.00)"), std::string::npos) << table;
-  EXPECT_NE(table.find("Latency p99 (ms)        2.000                 1.000 (x0.50)"), std::string::npos) << table;
+  EXPECT_NE(table.find("Requests per second     110.00                220.00 (x2.00)"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("Latency p99 (ms)        2.000                 1.000 (x0.50)"),
+            std::string::npos)
+      << table;
   std::string json = format_compare_json(t, 3);
   EXPECT_NE(json.find("\"Requests per second\": 2"), std::string::npos) << json;
   std::string svg = render_latency_svg(t);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
   EXPECT_EQ(svg.find("</svg>"), svg.size() - 7);
   size_t lines = 0;
-  for (size_t p = svg.find("<polyline"); p != std::string::npos; p = svg.find("<polyline", p + 1)) ++lines;
+  for (size_t p = svg.find("<polyline"); p != std::string::npos; p = svg.find("<polyline", p + 1))
+    ++lines;
   EXPECT_EQ(lines, 2u);
   EXPECT_NE(svg.find("99.9%"), std::string::npos);
 }

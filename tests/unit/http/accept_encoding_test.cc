@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+
 #include "support/random_inputs.h"
 
 namespace peregrine::http {

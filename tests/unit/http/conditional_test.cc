@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
 #include "support/random_inputs.h"
 
 namespace peregrine::http {

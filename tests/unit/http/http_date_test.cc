@@ -6,6 +6,7 @@
 #include <ctime>
 #include <memory>
 #include <string>
+
 #include "support/random_inputs.h"
 
 namespace peregrine::http {

@@ -249,9 +249,10 @@ namespace {
 
 // path_is_normal must agree with normalize_path: true only where normalizing changes nothing.
 TEST(PathIsNormal, AgreesWithNormalizePath) {
-  const char* samples[] = {"/", "/a", "/a/b.txt", "/a/", "/a//b", "//", "/.", "/..", "/a/./b",
-                           "/a/../b", "/.env", "/a/.git/x", "/%41", "/a%2Fb", "a", "", "/a.b/c.d",
-                           "/a/b..", "/a/..b", "/~user/x", "/a\\..\\b"};
+  const char* samples[] = {"/",      "/a",       "/a/b.txt", "/a/",     "/a//b",    "//",
+                           "/.",     "/..",      "/a/./b",   "/a/../b", "/.env",    "/a/.git/x",
+                           "/%41",   "/a%2Fb",   "a",        "",        "/a.b/c.d", "/a/b..",
+                           "/a/..b", "/~user/x", "/a\\..\\b"};
   std::string out;
   for (const char* raw : samples) {
     std::string_view v(raw);

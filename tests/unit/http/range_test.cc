@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 #include <vector>
+
 #include "support/random_inputs.h"
 
 namespace peregrine::http {

@@ -53,7 +53,8 @@ TEST(ResponseParser, ContentLength) {
 TEST(ResponseParser, EveryByteAtATimeGivesTheSameVerdict) {
   const std::string cases[] = {
       "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world",
-      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;x=y\r\n world\r\n0\r\nT: v\r\n\r\n",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;x=y\r\n "
+      "world\r\n0\r\nT: v\r\n\r\n",
       "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
       "\r\nHTTP/1.0 304 Not Modified\nContent-Length: 10\n\n",
   };
@@ -135,7 +136,8 @@ TEST(ResponseParser, KeepAliveRules) {
       {"HTTP/1.1 200 OK\r\nConnection: Upgrade, Close\r\nContent-Length: 0\r\n\r\n", false},
       {"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", false},
       {"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 0\r\n\r\n", true},
-      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n", false},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
+       false},
       {"HTTP/1.1 204 No Content\r\n\r\n", true},
   };
   for (const Case& c : cases) {
@@ -178,7 +180,8 @@ TEST(ResponseParser, InterimResponsesAreSkipped) {
 TEST(ResponseParser, SwitchingProtocolsIsAnError) {
   ResponseParser p;
   p.start();
-  EXPECT_EQ(p.parse("HTTP/1.1 101 Switching Protocols\r\nUpgrade: ws\r\n\r\n").status, Status::kError);
+  EXPECT_EQ(p.parse("HTTP/1.1 101 Switching Protocols\r\nUpgrade: ws\r\n\r\n").status,
+            Status::kError);
 }
 
 TEST(ResponseParser, BareLfLineEndsAreAccepted) {
@@ -260,9 +263,10 @@ TEST(ResponseParser, TooManyInterims) {
 }
 
 TEST(ResponseParser, PipelinedResponsesParseInTurn) {
-  std::string r = "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"
-                  "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nb\r\n0\r\n\r\n"
-                  "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nccc";
+  std::string r =
+      "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"
+      "HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nb\r\n0\r\n\r\n"
+      "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nccc";
   ResponseParser p;
   std::string_view in = r;
   int statuses[3];

@@ -37,7 +37,8 @@ TEST(ReturnHandler, RedirectWithCaptures) {
   Response response;
   handler.handle(request, response);
   EXPECT_EQ(response.status(), 308);
-  EXPECT_NE(header_block(response).find("Location: /new/a%20b?from=/old/a%20b\r\n"), std::string::npos)
+  EXPECT_NE(header_block(response).find("Location: /new/a%20b?from=/old/a%20b\r\n"),
+            std::string::npos)
       << header_block(response);
 }
 
