@@ -633,7 +633,7 @@ class Lighttpd(Server):
     @classmethod
     def supports(cls, scenario):
         if scenario == "hello" and not cls.magnet_available():
-            return False, ("mod_magnet (Lua) is not installed (Debian package lighttpd-mod-magnet); "
+            return False, ("mod_magnet (Lua) is not installed (Debian package lighttpd-modules-lua); "
                            "lighttpd has no other way to return a fixed body")
         return True, ""
 

@@ -6,7 +6,7 @@ set -euo pipefail
 build_packages=(g++ cmake ninja-build pkg-config libtomlplusplus-dev libpcre2-dev liburing-dev libssl-dev
                 libgtest-dev)
 test_packages=(clang clang-format libclang-rt-14-dev python3 curl apache2-utils wrk nginx-light)
-bench_packages=(h2o lighttpd)
+bench_packages=(h2o lighttpd lighttpd-modules-lua)
 
 wanted=("${build_packages[@]}")
 case "${1:-build}" in
