@@ -25,9 +25,15 @@ run_preset() {
   # Integration tests start servers on ephemeral ports; two at a time keeps this 2-core box honest.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "build/$preset" --output-on-failure -j 2 --timeout 300 2>&1 | tee "$log"
+  local ctest_status=${PIPESTATUS[0]}
   local p f
-  p=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* +Passed' "$log")
-  f=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* (\*\*\*Failed|\*\*\*Exception|\*\*\*Timeout|Failed)' "$log")
+  # One result line per test: "N/M Test #K: name ....   Passed    0.01 sec" (or ***Failed, ...).
+  local results
+  results=$(grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: ' "$log")
+  p=$(grep -cE ' Passed +[0-9.]+ sec$' <<<"$results")
+  f=$(grep -vE ' Passed +[0-9.]+ sec$|Skipped +[0-9.]+ sec$' <<<"$results" | grep -c .)
+  # Whatever the counting says, a non-zero ctest status is a failure (e.g. a test that never ran).
+  if [ "$ctest_status" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
   passed=$((passed + p))
   failed=$((failed + f))
   [ "$f" -eq 0 ] || status=1

@@ -263,7 +263,7 @@ Decoder::Status Decoder::decode(std::string_view in, size_t& consumed, Record& r
 
       case State::kHeader: {
         const size_t n = std::min(kHeaderSize - header_len_, avail);
-        std::memcpy(header_ + header_len_, in.data() + pos, n);
+        if (n > 0) std::memcpy(header_ + header_len_, in.data() + pos, n);  // data() may be null
         header_len_ = static_cast<uint8_t>(header_len_ + n);
         pos += n;
         if (header_len_ < kHeaderSize) {
