@@ -5,8 +5,16 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/strings.h"
+
 namespace peregrine::bench {
 namespace {
+
+std::string xml_escaped(std::string_view text) {
+  std::string out;
+  append_html_escaped(out, text);
+  return out;
+}
 
 std::string Fmt(const char* fmt, double v) {
   char buf[64];
@@ -55,29 +63,6 @@ std::string Ratio(double value, double base) {
 std::string Pad(std::string s, size_t width) {
   if (s.size() < width) s.append(width - s.size(), ' ');
   return s;
-}
-
-std::string XmlEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -262,11 +247,12 @@ std::string render_latency_svg(const std::vector<CompareTarget>& targets) {
          Fmt("y2=\"%.1f\" stroke-width=\"3\" stroke=\"", ly) + color + "\"/>\n";
     std::string name =
         "#" + std::to_string(i + 1) + (t.server_software.empty() ? "" : " " + t.server_software);
-    o += Fmt("<text x=\"%.1f\" ", lx + 26) + Fmt("y=\"%.1f\">", ly + 4) + XmlEscape(name) +
+    o += Fmt("<text x=\"%.1f\" ", lx + 26) + Fmt("y=\"%.1f\">", ly + 4) + xml_escaped(name) +
          "</text>\n";
     std::string url = t.url.size() > 30 ? t.url.substr(0, 29) + "..." : t.url;
     o += Fmt("<text x=\"%.1f\" ", lx + 26) +
-         Fmt("y=\"%.1f\" font-size=\"10\" fill=\"#555\">", ly + 18) + XmlEscape(url) + "</text>\n";
+         Fmt("y=\"%.1f\" font-size=\"10\" fill=\"#555\">", ly + 18) + xml_escaped(url) +
+         "</text>\n";
   }
   o += "</svg>\n";
   return o;

@@ -11,6 +11,17 @@ constexpr char ascii_lower(char c) {
   return c >= 'A' && c <= 'Z' ? static_cast<char>(c | 0x20) : c;
 }
 
+// RFC 9110 5.6.3: optional whitespace is spaces and horizontal tabs.
+constexpr bool is_ows(char c) {
+  return c == ' ' || c == '\t';
+}
+
+constexpr std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
+  return s;
+}
+
 // Case-insensitive comparison of ASCII text (header names, host names, tokens).
 constexpr bool ascii_iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -41,6 +52,32 @@ constexpr bool is_tchar(unsigned char c) {
       return true;
     default:
       return false;
+  }
+}
+
+// Appends `text` with the characters that are markup in HTML and XML replaced by entities, so it
+// can stand in element content and in quoted attribute values.
+inline void append_html_escaped(std::string& out, std::string_view text) {
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
   }
 }
 

@@ -7,16 +7,6 @@
 namespace peregrine::http {
 namespace {
 
-constexpr bool is_ows(char c) {
-  return c == ' ' || c == '\t';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 // qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] ), in thousandths; -1 if malformed.
 int parse_qvalue(std::string_view q) {
   if (q.empty() || (q[0] != '0' && q[0] != '1')) return -1;
@@ -48,7 +38,7 @@ AcceptedEncodings parse_accept_encoding(std::string_view value) {
     pos = end + 1;
 
     const size_t semi = element.find(';');
-    const std::string_view coding = trim(element.substr(0, semi));
+    const std::string_view coding = trim_ows(element.substr(0, semi));
     if (coding.empty()) continue;
 
     int q = 1000;
@@ -57,15 +47,15 @@ AcceptedEncodings parse_accept_encoding(std::string_view value) {
         semi == std::string_view::npos ? std::string_view{} : element.substr(semi + 1);
     while (!params.empty()) {
       const size_t next = params.find(';');
-      const std::string_view param = trim(params.substr(0, next));
+      const std::string_view param = trim_ows(params.substr(0, next));
       params = next == std::string_view::npos ? std::string_view{} : params.substr(next + 1);
       const size_t eq = param.find('=');
       if (eq == std::string_view::npos) {
         if (!param.empty()) malformed = true;  // a bare token is not a parameter
         continue;
       }
-      if (!ascii_iequals(trim(param.substr(0, eq)), "q")) continue;  // some other parameter
-      q = parse_qvalue(trim(param.substr(eq + 1)));
+      if (!ascii_iequals(trim_ows(param.substr(0, eq)), "q")) continue;  // some other parameter
+      q = parse_qvalue(trim_ows(param.substr(eq + 1)));
       if (q < 0) malformed = true;
     }
     if (malformed) continue;

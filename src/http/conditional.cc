@@ -3,20 +3,11 @@
 #include <charconv>
 #include <cstring>
 
+#include "core/strings.h"
 #include "http/http_date.h"
 
 namespace peregrine::http {
 namespace {
-
-constexpr bool is_ows(char c) {
-  return c == ' ' || c == '\t';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
-  return s;
-}
 
 struct EntityTag {
   bool weak = false;
@@ -69,7 +60,7 @@ bool list_matches(std::string_view list, const EntityTag& ours, bool have_ours, 
 
 // If-Match / If-None-Match evaluation: "*" matches any existing representation.
 bool etag_condition_matches(std::string_view value, std::string_view our_etag, Compare cmp) {
-  value = trim(value);
+  value = trim_ows(value);
   if (value == "*") return true;
   EntityTag ours;
   const bool have_ours = !our_etag.empty() && parse_etag(our_etag, ours);
@@ -101,7 +92,7 @@ Precondition evaluate_preconditions(const ConditionalHeaders& h, const Validator
 }
 
 bool if_range_matches(std::string_view if_range, const Validators& v) {
-  if_range = trim(if_range);
+  if_range = trim_ows(if_range);
   if (if_range.starts_with('"') || if_range.starts_with("W/")) {
     EntityTag theirs;
     EntityTag ours;
