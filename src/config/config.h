@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/regex.h"
@@ -70,8 +71,100 @@ struct ReturnOptions {
   std::string content_type = "text/plain";
 };
 
+// A back-end server of an upstream group.
+struct UpstreamServer {
+  std::string address;  // as written: "127.0.0.1:9000", "[::1]:8080", "unix:/run/php/fpm.sock"
+  sockaddr_storage addr{};
+  socklen_t addr_len = 0;
+  uint32_t weight = 1;
+  bool backup = false;  // only used when no primary server is up
+  // Concurrent requests to this server from the whole server (0 = unlimited). Each worker gets
+  // its share, at least 1: ceil(max_conns / workers). Requests beyond it wait in the queue.
+  uint32_t max_conns = 0;
+  SourcePos pos;
+};
+
+enum class Balance { kRoundRobin, kLeastConn, kIpHash, kHash };
+
+// Active health check: an HTTP GET per server every `interval` (proxy groups only).
+struct HealthCheck {
+  bool enabled = false;
+  std::string path = "/";
+  std::string host;  // Host header; "" = the server's address
+  Millis interval{5'000};
+  Millis timeout{2'000};
+  int expect_status_min = 200;  // accepted status range, inclusive
+  int expect_status_max = 399;
+  uint32_t rise = 2;  // consecutive successes that bring a down server back
+  uint32_t fall = 3;  // consecutive failures that take it out
+};
+
+// [[upstream]]: a named group of back ends shared by fastcgi and proxy routes. A route that names
+// an address instead of a group gets an implicit one-server group with these defaults.
+struct UpstreamGroup {
+  std::string name;
+  std::vector<UpstreamServer> servers;
+  Balance balance = Balance::kRoundRobin;
+  std::string hash_key;  // kHash: "$uri", "$http_NAME" or "$cookie_NAME"
+  uint32_t max_fails = 1;
+  Millis fail_timeout{10'000};
+  uint32_t keepalive = 32;  // idle connections kept per worker and server (0: close after use)
+  Millis keepalive_timeout{60'000};
+  uint32_t keepalive_requests = 1000;  // requests per upstream connection, then it is closed
+  uint32_t queue = 1024;               // requests waiting for a free slot, per worker
+  Millis queue_timeout{30'000};        // a request that waited this long gets 503 + Retry-After
+  Millis connect_timeout{5'000};
+  Millis send_timeout{60'000};  // between two writes to the back end
+  Millis read_timeout{60'000};  // between two reads from the back end
+  uint32_t tries = 3;           // servers tried per request (connect failures, idempotent retries)
+  Millis try_timeout{0};        // total time budget for all tries; 0 = unlimited
+  HealthCheck health_check;
+  SourcePos pos;
+};
+
+struct FastcgiOptions {
+  std::string upstream;  // name of the group in Config::upstreams
+  std::string root;      // DOCUMENT_ROOT / SCRIPT_FILENAME base (absolute); default: site root
+  std::vector<std::string> index{"index.php"};  // for paths ending in '/'
+  // Splits the path into SCRIPT_NAME and PATH_INFO: two capture groups. Default: up to and
+  // including the first ".php" segment.
+  std::shared_ptr<const Regex> split_path;
+  // Front controller: tried in order, first existing wins; the last entry is the fallback URI
+  // ("/index.php?$args"), or "=404". Empty: the script must exist (404 otherwise).
+  std::vector<std::string> try_files;
+  std::vector<std::pair<std::string, std::string>> params;  // extra, set after the standard ones
+  uint64_t buffer_bytes = 64 * 1024;  // responses up to this get a Content-Length; larger stream
+  bool check_script = true;           // 404 from us when SCRIPT_FILENAME does not exist
+};
+
+struct ProxyOptions {
+  std::string upstream;      // group name in Config::upstreams
+  std::string scheme = "http";
+  std::string path_prefix;   // the route's prefix replaced by `path` (or stripped)
+  std::string path;          // upstream path replacing path_prefix; "" keeps the request path
+  bool strip_prefix = false;
+  std::string host_mode = "pass";  // "pass", "upstream" or a fixed host name
+  bool x_forwarded_for = true;
+  bool x_forwarded_proto = true;
+  bool x_forwarded_host = true;
+  bool x_real_ip = true;
+  bool forwarded = false;
+  std::vector<std::string> request_remove;
+  std::vector<std::pair<std::string, std::string>> request_set;
+  std::vector<std::pair<std::string, std::string>> request_add;
+  std::vector<std::string> response_remove;
+  std::vector<std::pair<std::string, std::string>> response_set;
+  std::vector<std::pair<std::string, std::string>> response_add;
+  bool rewrite_location = true;
+  bool intercept_errors = false;   // upstream 4xx/5xx answered with the site's error pages
+  uint64_t buffer_bytes = 64 * 1024;     // in-memory response buffer for slow clients
+  uint64_t max_temp_file_bytes = 1 << 30;  // beyond the memory buffer, spill to a temp file; 0 = never
+  bool websocket = true;           // tunnel Upgrade requests
+  Millis tunnel_idle_timeout{300'000};
+};
+
 enum class MatchKind { kExact, kPrefix, kExtension, kRegex };
-enum class HandlerKind { kStatic, kReturn, kApplication };
+enum class HandlerKind { kStatic, kReturn, kApplication, kFastcgi, kProxy };
 
 struct Route {
   MatchKind match = MatchKind::kPrefix;
@@ -81,6 +174,8 @@ struct Route {
   std::string handler_name;  // kApplication: the name an embedding program registered
   StaticOptions static_files;
   ReturnOptions return_options;
+  FastcgiOptions fastcgi;
+  ProxyOptions proxy;
   std::vector<std::string> methods;  // allowed methods; empty = the handler's default
   SourcePos pos;
 };
@@ -109,6 +204,7 @@ struct Config {
   std::string server_header = "peregrine";  // Server: value; "" sends none
   Limits limits;
   std::map<std::string, std::string> mime_types;  // extension (no dot, lower-case) -> type
+  std::vector<UpstreamGroup> upstreams;  // named and implicit groups
   std::vector<Site> sites;
   size_t default_site = 0;  // index into sites
 };
