@@ -1,6 +1,8 @@
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include "config/validate.h"
 
 #include <grp.h>
+#include <pcre2.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -184,6 +186,18 @@ std::string to_lower(std::string_view text) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
   }
   return out;
+}
+
+int regex_capture_count(std::string_view pattern) {
+  int error_code = 0;
+  PCRE2_SIZE error_offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), 0,
+                                   &error_code, &error_offset, nullptr);
+  if (code == nullptr) return -1;
+  uint32_t count = 0;
+  int rc = pcre2_pattern_info(code, PCRE2_INFO_CAPTURECOUNT, &count);
+  pcre2_code_free(code);
+  return rc == 0 ? static_cast<int>(count) : -1;
 }
 
 }  // namespace peregrine::config::detail

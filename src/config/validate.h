@@ -40,4 +40,8 @@ bool is_token(std::string_view text);
 bool has_control_chars(std::string_view text);
 std::string to_lower(std::string_view text);
 
+// The number of capture groups of a PCRE2 pattern (as Regex compiles it), or -1 when it does not
+// compile. Regex does not expose it; split_path needs exactly two.
+int regex_capture_count(std::string_view pattern);
+
 }  // namespace peregrine::config::detail
