@@ -1,0 +1,2 @@
+<?php
+echo "other script ran: " . (1 + 2) . "\n";

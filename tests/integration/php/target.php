@@ -1,0 +1,2 @@
+<?php
+echo "target " . ($_GET['from'] ?? '') . "\n";

@@ -1,0 +1,678 @@
+"""The FastCGI handler against a real php-fpm (Debian's php8.2-fpm, started per test on a unix
+socket in the test's temp dir; see phpfpm.py). The PHP scripts are in tests/integration/php/ and
+are copied into each test's document root.
+
+Covered: GET/POST (form, raw, chunked, multipart, a 5 MB upload), the CGI parameters PHP sees,
+headers/cookies/status codes/redirects set from PHP, buffered (Content-Length) versus streamed
+(chunked for HTTP/1.1, close-delimited for HTTP/1.0) responses, HTTP/1.0 keep-alive, stderr
+records in the error log, read timeout (504), back end down or killed (502) and recovery, missing
+scripts (404, never forwarded), front-controller routing, client disconnects freeing the slot, the
+per-back-end cap with its wait queue (503 + Retry-After on timeout), ab -k and 1,000 concurrent
+connections against 4 php-fpm children.
+"""
+
+import json
+import os
+import re
+import resource
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.parse
+
+import phpfpm
+from harness import HERE, RawClient, ConnectionClosed, ServerTestCase, main, make_config, q, sha256
+
+PHP_DIR = os.path.join(HERE, "php")
+
+# The routes of the default test site: .php anywhere (also with PATH_INFO after the script), a
+# front-controller app under /app/, and static files for the rest.
+PHP_ROUTE = """
+[[site.route]]
+regex = '[^/]\\.php(/|$)'
+fastcgi = "php"
+fastcgi_params = {{ PEREGRINE_EXTRA = "extra-value" }}
+{extra}
+"""
+APP_ROUTE = """
+[[site.route]]
+prefix = "/app/"
+fastcgi = "php"
+try_files = ["$uri", "$uri/", "/app/index.php?$args"]
+fastcgi_params = { APP_ENV = "test" }
+"""
+STATIC_ROUTE = """
+[[site.route]]
+prefix = "/"
+"""
+
+HELLO = b"Hello, world!\n"
+
+
+def big_body(size):
+    """What php/big.php writes for ?size=SIZE: numbered 64-byte lines."""
+    lines = (b"%08d " % i + bytes([97 + i % 26]) * 54 + b"\n" for i in range((size + 63) // 64))
+    return b"".join(lines)[:size]
+
+
+def multipart(fields, files):
+    """A multipart/form-data body: fields {name: str}, files {name: (filename, bytes, type)}."""
+    boundary = "----peregrine-" + os.urandom(8).hex()
+    parts = []
+    for name, value in fields.items():
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'.encode()
+                     + value.encode() + b"\r\n")
+    for name, (filename, data, ctype) in files.items():
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; '
+                     f'filename="{filename}"\r\nContent-Type: {ctype}\r\n\r\n'.encode() + data + b"\r\n")
+    body = b"".join(parts) + f"--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def field(out, name):
+    m = re.search(rf"^{re.escape(name)}:\s+(\d+)", out, re.M)
+    return int(m.group(1)) if m else None
+
+
+class FastcgiTestCase(ServerTestCase):
+    """Each test gets a document root with the PHP scripts and a php-fpm on DIR/fpm/php.sock."""
+
+    php_children = 4
+
+    def setUp(self):
+        super().setUp()
+        if not phpfpm.available():
+            self.fail(f"{phpfpm.PHP_FPM_BIN} is missing: run scripts/install-deps.sh test")
+        self.root = os.path.join(self.tmp, "www")
+        shutil.copytree(PHP_DIR, self.root)
+        self.fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm"), children=self.php_children)
+        self.addCleanup(self._stop_fpm)
+        self.fpm.start()
+
+    def _stop_fpm(self):
+        if self.fpm.proc is None:
+            return
+        pgid = self.fpm.proc.pid
+        self.fpm.stop()
+        left = self.fpm.leftover_processes(pgid)
+        self.assertEqual(left, [], f"php-fpm processes left after stop: {left}")
+
+    # ---- the server under test ----
+
+    def upstream(self, address=None, max_conns=4, queue_timeout="2s", read_timeout="3s", extra=""):
+        return (f'[[upstream]]\nname = "php"\nqueue_timeout = {q(queue_timeout)}\n'
+                f"read_timeout = {q(read_timeout)}\n{extra}\n"
+                f"[[upstream.server]]\naddress = {q(address or self.fpm.address)}\n"
+                f"max_conns = {max_conns}\n")
+
+    def start_php_server(self, *, max_conns=4, queue_timeout="2s", read_timeout="3s", group_extra="",
+                         route_extra="", limits="", workers=1, address=None):
+        routes = PHP_ROUTE.format(extra=route_extra) + APP_ROUTE + STATIC_ROUTE
+        text = make_config(self.root, top=self.upstream(address, max_conns, queue_timeout, read_timeout,
+                                                        group_extra),
+                           limits=limits, routes=routes, workers=workers)
+        return self.start_config(text)
+
+    # ---- helpers ----
+
+    def json_get(self, port, path, **kwargs):
+        status, headers, body = self.http(port, "GET", path, **kwargs)
+        self.assertEqual(status, 200, body[:2000])
+        return json.loads(body)
+
+    def request_in_thread(self, port, path, timeout=15.0, version="HTTP/1.1"):
+        """Starts GET `path` on its own connection; returns (thread, result dict) where result
+        gets 'response' (RawResponse), 'elapsed' or 'error'."""
+        result = {}
+
+        def run():
+            start = time.monotonic()
+            try:
+                with RawClient(port, timeout=timeout) as c:
+                    result["response"] = c.request("GET", path, version=version)
+            except Exception as e:  # reported by the test that reads the result
+                result["error"] = repr(e)
+            result["elapsed"] = time.monotonic() - start
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        return t, result
+
+    def assert_log_names_backend(self, srv, what):
+        self.wait_for(lambda: self.fpm.socket_path in srv.stderr(), timeout=3.0,
+                      msg=f"an error-log line naming the back end {self.fpm.socket_path} ({what})\n"
+                          f"--- server log ---\n{srv.stderr()[-3000:]}")
+
+    def fpm_saw(self, fragment):
+        return [line for line in self.fpm.access_lines() if fragment in line]
+
+
+class PhpFpmHarnessTest(FastcgiTestCase):
+    """php-fpm and the PHP scripts on their own (no server): if these fail, the other failures
+    are about the environment, not the handler."""
+
+    def test_php_fpm_answers_and_stops_clean(self):
+        out, err, status = phpfpm.fastcgi_request(self.fpm.socket_path,
+                                                  phpfpm.script_params(self.root, "/hello.php"))
+        self.assertEqual(status, 0)
+        self.assertTrue(out.endswith(b"\r\n\r\n" + HELLO), out)
+        out, _, _ = phpfpm.fastcgi_request(self.fpm.socket_path,
+                                           phpfpm.script_params(self.root, "/big.php", query="size=100000"))
+        self.assertEqual(out.split(b"\r\n\r\n", 1)[1], big_body(100000))
+        self.assertEqual(len(self.fpm.worker_pids()), self.php_children)
+        self.assertTrue(self.fpm_saw("GET /hello.php 200"), self.fpm.access_lines())
+
+    def test_stderr_records(self):
+        out, err, _ = phpfpm.fastcgi_request(self.fpm.socket_path,
+                                             phpfpm.script_params(self.root, "/stderr.php", query="tag=t1"))
+        self.assertIn(b"peregrine-stderr-marker first t1", err)
+        self.assertTrue(out.endswith(b"body before\nbody after\n"), out)
+
+    def test_kill_and_restart(self):
+        pgid = self.fpm.proc.pid
+        self.fpm.kill()
+        self.assertEqual(self.fpm.leftover_processes(pgid), [])
+        with self.assertRaises(OSError):
+            phpfpm.fastcgi_request(self.fpm.socket_path, phpfpm.script_params(self.root, "/hello.php"))
+        self.fpm.start()
+        out, _, _ = phpfpm.fastcgi_request(self.fpm.socket_path, phpfpm.script_params(self.root, "/hello.php"))
+        self.assertTrue(out.endswith(HELLO), out)
+
+
+class RequestTest(FastcgiTestCase):
+    """What PHP receives: methods, query strings, bodies, CGI parameters."""
+
+    def test_get_with_query_string(self):
+        srv = self.start_php_server()
+        data = self.json_get(srv.port, "/env.php?a=1&b=two%20words&c[]=x&c[]=y")
+        self.assertEqual(data["get"], {"a": "1", "b": "two words", "c": ["x", "y"]})
+        s = data["server"]
+        self.assertEqual(s["QUERY_STRING"], "a=1&b=two%20words&c[]=x&c[]=y")
+        self.assertEqual(s["REQUEST_METHOD"], "GET")
+        self.assertEqual(s["REQUEST_URI"], "/env.php?a=1&b=two%20words&c[]=x&c[]=y")
+        self.assertEqual(s["SCRIPT_NAME"], "/env.php")
+        self.assertEqual(s["DOCUMENT_URI"], "/env.php")
+        self.assertEqual(data["body_length"], 0)
+
+    def test_post_urlencoded_form(self):
+        srv = self.start_php_server()
+        body = "name=Ada+Lovelace&lang=%E2%9C%93&list[]=1&list[]=2&empty="
+        status, _, resp = self.http(srv.port, "POST", "/env.php?from=query", body=body,
+                                    headers={"Content-Type": "application/x-www-form-urlencoded"})
+        self.assertEqual(status, 200, resp)
+        data = json.loads(resp)
+        self.assertEqual(data["post"], {"name": "Ada Lovelace", "lang": "\u2713", "list": ["1", "2"], "empty": ""})
+        self.assertEqual(data["get"], {"from": "query"})
+        self.assertEqual(data["server"]["REQUEST_METHOD"], "POST")
+        self.assertEqual(data["server"]["CONTENT_LENGTH"], str(len(body)))
+
+    def test_post_raw_json_body(self):
+        srv = self.start_php_server()
+        body = json.dumps({"k": "v" * 5000, "n": list(range(500))}).encode()
+        status, _, resp = self.http(srv.port, "POST", "/env.php", body=body,
+                                    headers={"Content-Type": "application/json"})
+        self.assertEqual(status, 200, resp)
+        data = json.loads(resp)
+        self.assertEqual((data["body_length"], data["body_sha256"]), (len(body), sha256(body)))
+        self.assertEqual(data["server"]["CONTENT_TYPE"], "application/json")
+        self.assertEqual(data["post"], [])
+
+    def test_post_chunked_request_body(self):
+        # PHP needs CONTENT_LENGTH: a chunked request body must reach it with its decoded length.
+        srv = self.start_php_server()
+        payload = b"alpha=1&beta=" + b"b" * 20000
+        chunks = b"".join(b"%x\r\n%s\r\n" % (len(payload[i:i + 7000]), payload[i:i + 7000])
+                          for i in range(0, len(payload), 7000)) + b"0\r\n\r\n"
+        with self.raw(srv.port) as c:
+            r = c.request("POST", "/env.php", {"Transfer-Encoding": "chunked",
+                                               "Content-Type": "application/x-www-form-urlencoded"}, chunks)
+        self.assertEqual(r.status, 200, r)
+        data = json.loads(r.body)
+        self.assertEqual((data["body_length"], data["body_sha256"]), (len(payload), sha256(payload)))
+        self.assertEqual(data["server"]["CONTENT_LENGTH"], str(len(payload)))
+        self.assertEqual(data["post"], {"alpha": "1", "beta": "b" * 20000})
+
+    def test_post_multipart_file_upload(self):
+        srv = self.start_php_server()
+        upload = os.urandom(300 * 1024)
+        text = b"line one\nline two\n"
+        body, ctype = multipart({"title": "holiday", "note": "caf\u00e9"},
+                                {"photo": ("photo.bin", upload, "application/octet-stream"),
+                                 "readme": ("readme.txt", text, "text/plain")})
+        status, _, resp = self.http(srv.port, "POST", "/upload.php", body=body, headers={"Content-Type": ctype})
+        self.assertEqual(status, 200, resp)
+        data = json.loads(resp)
+        self.assertEqual(data["post"], {"title": "holiday", "note": "caf\u00e9"})
+        self.assertEqual(data["content_length"], str(len(body)))
+        photo, readme = data["files"]["photo"], data["files"]["readme"]
+        self.assertEqual((photo["name"], photo["error"], photo["size"], photo["sha256"]),
+                         ("photo.bin", 0, len(upload), sha256(upload)))
+        self.assertEqual((readme["name"], readme["type"], readme["sha256"]), ("readme.txt", "text/plain", sha256(text)))
+
+    def test_upload_5_mb(self):
+        srv = self.start_php_server(limits='max_body_bytes = "8m"')
+        upload = os.urandom(5 * 1024 * 1024)
+        body, ctype = multipart({"kind": "big"}, {"file": ("big.bin", upload, "application/octet-stream")})
+        status, _, resp = self.http(srv.port, "POST", "/upload.php", body=body, headers={"Content-Type": ctype},
+                                    timeout=30)
+        self.assertEqual(status, 200, resp[:2000])
+        f = json.loads(resp)["files"]["file"]
+        self.assertEqual((f["error"], f["size"], f["sha256"]), (0, len(upload), sha256(upload)))
+
+    def test_upload_over_max_body_bytes_is_413(self):
+        # The default limit (1 MiB) applies to FastCGI routes too, before php-fpm sees anything.
+        srv = self.start_php_server()
+        body, ctype = multipart({}, {"file": ("big.bin", b"x" * (2 * 1024 * 1024), "application/octet-stream")})
+        with self.raw(srv.port, timeout=10) as c:
+            c.send(b"POST /upload.php HTTP/1.1\r\nHost: localhost\r\nContent-Type: " + ctype.encode()
+                   + b"\r\nContent-Length: %d\r\n\r\n" % len(body))
+            r = c.read_final_response()
+        self.assertEqual(r.status, 413, r)
+        self.assertEqual(self.fpm_saw("/upload.php"), [])
+
+    def test_cgi_params(self):
+        srv = self.start_php_server()
+        with self.raw(srv.port) as c:
+            client_port = c.sock.getsockname()[1]
+            r = c.request("POST", "/env.php/extra/path?x=1&y=two",
+                          {"Content-Type": "application/x-www-form-urlencoded", "X-Custom-Header": "custom-value",
+                           "User-Agent": "it-agent/2.0", "Cookie": "c1=v1; c2=v2", "Accept": "*/*"},
+                          b"k=v")
+        self.assertEqual(r.status, 200, r)
+        data = json.loads(r.body)
+        s = data["server"]
+        expected = {
+            "SCRIPT_FILENAME": os.path.join(self.root, "env.php"),
+            "SCRIPT_NAME": "/env.php",
+            "PATH_INFO": "/extra/path",
+            "PATH_TRANSLATED": os.path.join(self.root, "extra/path"),
+            "QUERY_STRING": "x=1&y=two",
+            "REQUEST_METHOD": "POST",
+            "REQUEST_URI": "/env.php/extra/path?x=1&y=two",
+            "DOCUMENT_ROOT": self.root,
+            "CONTENT_TYPE": "application/x-www-form-urlencoded",
+            "CONTENT_LENGTH": "3",
+            "SERVER_NAME": "localhost",
+            "SERVER_PORT": str(srv.port),
+            "SERVER_ADDR": "127.0.0.1",
+            "REMOTE_ADDR": "127.0.0.1",
+            "REMOTE_PORT": str(client_port),
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "GATEWAY_INTERFACE": "CGI/1.1",
+            "REDIRECT_STATUS": "200",
+            "HTTP_HOST": "localhost",
+            "HTTP_X_CUSTOM_HEADER": "custom-value",
+            "HTTP_USER_AGENT": "it-agent/2.0",
+            "HTTP_COOKIE": "c1=v1; c2=v2",
+            "HTTP_ACCEPT": "*/*",
+            "PEREGRINE_EXTRA": "extra-value",  # the route's fastcgi_params
+        }
+        got = {k: s.get(k) for k in expected}
+        self.assertEqual(got, expected)
+        # nginx sends the whole path ($uri); the script's path is also a defensible reading.
+        self.assertIn(s.get("DOCUMENT_URI"), ("/env.php/extra/path", "/env.php"))
+        self.assertNotIn("HTTPS", s, "plain HTTP must not claim HTTPS")
+        self.assertEqual(data["post"], {"k": "v"})
+        self.assertEqual(data["get"], {"x": "1", "y": "two"})
+        self.assertEqual(data["cookie"], {"c1": "v1", "c2": "v2"})
+
+    def test_direct_address_and_extension_route(self):
+        # fastcgi = "unix:..." without an [[upstream]] group, routed by extension.
+        routes = f'\n[[site.route]]\nextension = "php"\nfastcgi = {q(self.fpm.address)}\n' + STATIC_ROUTE
+        srv = self.start_config(make_config(self.root, routes=routes))
+        status, headers, body = self.get(srv.port, "/hello.php")
+        self.assertEqual((status, body), (200, HELLO))
+        status, _, body = self.get(srv.port, "/static.txt")
+        self.assertEqual((status, body), (200, b"plain static text\n"))
+        self.assertEqual(self.fpm_saw("static.txt"), [])
+
+    def test_quick_mode(self):
+        srv = self.start_quick(self.root, extra=["--fastcgi", self.fpm.address])
+        status, _, body = self.get(srv.port, "/hello.php")
+        self.assertEqual((status, body), (200, HELLO))
+        status, _, body = self.get(srv.port, "/static.txt")
+        self.assertEqual((status, body), (200, b"plain static text\n"))
+        data = self.json_get(srv.port, "/blog/2024/hello-world?page=2")
+        self.assertEqual((data["controller"], data["SCRIPT_NAME"], data["REQUEST_URI"], data["QUERY_STRING"]),
+                         ("root", "/index.php", "/blog/2024/hello-world?page=2", "page=2"))
+        data = self.json_get(srv.port, "/")
+        self.assertEqual((data["controller"], data["SCRIPT_NAME"]), ("root", "/index.php"))
+        status, _, _ = self.get(srv.port, "/missing.php")
+        self.assertEqual(status, 404)
+
+
+class ResponseTest(FastcgiTestCase):
+    """What the client receives: headers, cookies, statuses, redirects, framing."""
+
+    def test_headers_and_several_cookies(self):
+        srv = self.start_php_server()
+        r = self.raw_request(srv.port, "GET", "/headers.php")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.body, b"status 200 from php\n")
+        self.assertEqual(r.header("content-type"), "text/plain; charset=utf-8")
+        self.assertEqual(r.header("x-test-one"), "first")
+        multi = [v.strip() for value in r.header_all("x-test-multi") for v in value.split(",")]
+        self.assertEqual(multi, ["a", "b"])
+        cookies = r.header_all("set-cookie")
+        self.assertEqual(len(cookies), 3, f"each cookie on its own Set-Cookie line: {r.headers}")
+        self.assertTrue(cookies[0].startswith("session=abc123; path=/;") and "HttpOnly" in cookies[0], cookies)
+        self.assertEqual(cookies[1:], ["theme=dark", "lang=en"])
+        self.assertIsNone(r.header("status"), "the CGI Status header is not an HTTP header")
+        self.assertEqual(r.header("content-length"), str(len(r.body)))
+
+    def test_status_codes_from_php(self):
+        srv = self.start_php_server()
+        for code in (201, 404, 410, 500, 503):
+            r = self.raw_request(srv.port, "GET", f"/headers.php?status={code}")
+            self.assertEqual(r.status, code, r)
+            # PHP's own body, not an error page of ours (WordPress renders its 404 page itself).
+            self.assertEqual(r.body, f"status {code} from php\n".encode(), r)
+            self.assertEqual(len(r.header_all("set-cookie")), 3, r)
+
+    def test_redirects_from_php(self):
+        srv = self.start_php_server()
+        base = f"http://localhost:{srv.port}"
+        r = self.raw_request(srv.port, "GET", "/redirect.php")
+        self.assertEqual(r.status, 302, r)
+        self.assertIn(r.header("location"), ("/target.php?from=redirect", base + "/target.php?from=redirect"), r)
+        self.assertEqual(r.body, b"redirecting\n")
+        for code in (301, 303, 307, 308):
+            r = self.raw_request(srv.port, "GET", f"/redirect.php?status={code}")
+            self.assertEqual(r.status, code, r)
+            self.assertIn(r.header("location"), ("/target.php?from=redirect", base + "/target.php?from=redirect"))
+
+    def test_small_response_has_content_length(self):
+        srv = self.start_php_server()
+        for version in ("HTTP/1.1", "HTTP/1.0"):
+            r = self.raw_request(srv.port, "GET", "/hello.php", version=version)
+            self.assertEqual((r.status, r.body), (200, HELLO), r)
+            self.assertEqual(r.header("content-length"), str(len(HELLO)), r)
+            self.assertIsNone(r.header("transfer-encoding"), r)
+        # 60 KB is still under the default 64 KB buffer.
+        r = self.raw_request(srv.port, "GET", "/big.php?size=61440")
+        self.assertEqual(r.header("content-length"), "61440", r.headers)
+        self.assertIsNone(r.header("transfer-encoding"))
+        self.assertEqual(r.body, big_body(61440))
+
+    def test_1mb_response_chunked_for_http11(self):
+        srv = self.start_php_server()
+        size = 1024 * 1024
+        with self.raw(srv.port, timeout=10) as c:
+            r = c.request("GET", f"/big.php?size={size}")
+            self.assertEqual(r.status, 200, r.headers)
+            self.assertEqual(r.header("transfer-encoding"), "chunked", r.headers)
+            self.assertIsNone(r.header("content-length"), r.headers)
+            self.assertEqual(len(r.body), size)
+            self.assertEqual(r.body, big_body(size))
+            # The connection stays usable after a streamed response.
+            r2 = c.request("GET", "/hello.php")
+            self.assertEqual((r2.status, r2.body), (200, HELLO))
+
+    def test_1mb_response_close_delimited_for_http10(self):
+        srv = self.start_php_server()
+        size = 1024 * 1024
+        with self.raw(srv.port, timeout=10) as c:
+            c.send(f"GET /big.php?size={size} HTTP/1.0\r\nHost: localhost\r\nConnection: keep-alive\r\n\r\n")
+            r = c.read_response()  # neither length nor chunked: reads to EOF
+            self.assertEqual(r.status, 200, r.headers)
+            self.assertIsNone(r.header("transfer-encoding"), r.headers)
+            self.assertIsNone(r.header("content-length"), r.headers)
+            self.assertNotIn("keep-alive", r.connection_tokens())
+            self.assertTrue(c.eof)
+            self.assertEqual(len(r.body), size)
+            self.assertEqual(r.body, big_body(size))
+
+    def test_fastcgi_buffer_sets_the_streaming_threshold(self):
+        srv = self.start_php_server(route_extra='fastcgi_buffer = "16k"')
+        r = self.raw_request(srv.port, "GET", "/big.php?size=15000")
+        self.assertEqual((r.header("content-length"), r.header("transfer-encoding")), ("15000", None), r.headers)
+        self.assertEqual(r.body, big_body(15000))
+        r = self.raw_request(srv.port, "GET", "/big.php?size=20000")
+        self.assertEqual((r.header("content-length"), r.header("transfer-encoding")), (None, "chunked"), r.headers)
+        self.assertEqual(r.body, big_body(20000))
+
+    def test_http10_keepalive_keeps_the_connection(self):
+        srv = self.start_php_server()
+        with self.raw(srv.port) as c:
+            for i in range(3):
+                c.send(b"GET /hello.php HTTP/1.0\r\nHost: localhost\r\nConnection: keep-alive\r\n\r\n")
+                r = c.read_response()
+                self.assertEqual((r.status, r.body), (200, HELLO), f"request {i + 1}: {r}")
+                self.assertIn("keep-alive", r.connection_tokens(), f"request {i + 1}: {r.headers}")
+                self.assertEqual(r.header("content-length"), str(len(HELLO)))
+            c.send(b"GET /env.php HTTP/1.0\r\nHost: localhost\r\nConnection: keep-alive\r\n\r\n")
+            r = c.read_response()
+            self.assertEqual(json.loads(r.body)["server"]["SERVER_PROTOCOL"], "HTTP/1.0")
+            self.assertFalse(c.eof)
+
+    def test_head_request(self):
+        srv = self.start_php_server()
+        with self.raw(srv.port) as c:
+            r = c.request("HEAD", "/hello.php")
+            self.assertEqual((r.status, r.body), (200, b""), r)
+            # The next response on the connection is intact (no body bytes were left behind).
+            r = c.request("GET", "/hello.php")
+            self.assertEqual((r.status, r.body), (200, HELLO), r)
+
+    def test_stderr_goes_to_the_error_log(self):
+        srv = self.start_php_server()
+        tag = "tag" + os.urandom(4).hex()
+        status, _, body = self.get(srv.port, f"/stderr.php?tag={tag}")
+        self.assertEqual((status, body), (200, b"body before\nbody after\n"))
+        for which in ("first", "second"):
+            marker = f"peregrine-stderr-marker {which} {tag}"
+            line = self.wait_for(lambda: next((ln for ln in srv.stderr().splitlines() if marker in ln), None),
+                                 msg=f"{marker!r} in the error log\n{srv.stderr()[-2000:]}")
+            self.assertIn("/stderr.php", line, "the stderr line names the request")
+        self.assert_serving(srv, "/hello.php")
+
+
+class FailureTest(FastcgiTestCase):
+    """Back end slow, down or killed; missing scripts."""
+
+    php_children = 2
+
+    def test_slow_script_gets_504_and_frees_the_slot(self):
+        srv = self.start_php_server(read_timeout="1s", max_conns=1)
+        start = time.monotonic()
+        r = self.raw_request(srv.port, "GET", "/sleep.php?ms=3000")
+        elapsed = time.monotonic() - start
+        self.assertEqual(r.status, 504, r)
+        self.assertTrue(0.9 <= elapsed < 2.5, f"504 after {elapsed:.2f}s with read_timeout 1s")
+        self.assert_log_names_backend(srv, "504")
+        # The only slot (max_conns = 1) is free again; the second php-fpm child answers.
+        start = time.monotonic()
+        status, _, body = self.get(srv.port, "/hello.php")
+        self.assertEqual((status, body), (200, HELLO))
+        self.assertLess(time.monotonic() - start, 1.0)
+
+    def test_backend_not_running_502(self):
+        missing = os.path.join(self.tmp, "nowhere", "php.sock")
+        srv = self.start_php_server(address="unix:" + missing)
+        start = time.monotonic()
+        status, _, _ = self.get(srv.port, "/hello.php")
+        self.assertEqual(status, 502)
+        self.assertLess(time.monotonic() - start, 1.5)
+        self.wait_for(lambda: missing in srv.stderr(), msg=f"a log line naming {missing}\n{srv.stderr()}")
+        # A stopped php-fpm (its socket file gone or refusing) is a 502 as well.
+        self.fpm.stop()
+        srv2 = self.start_php_server()
+        status, _, _ = self.get(srv2.port, "/hello.php")
+        self.assertEqual(status, 502)
+        self.assert_log_names_backend(srv2, "502")
+        status, _, body = self.get(srv2.port, "/static.txt")
+        self.assertEqual((status, body), (200, b"plain static text\n"))
+
+    def test_php_fpm_killed_mid_request(self):
+        srv = self.start_php_server()
+        self.assertEqual(self.get(srv.port, "/hello.php")[0], 200)  # a pooled connection exists
+        t, result = self.request_in_thread(srv.port, "/sleep.php?ms=3000")
+        time.sleep(0.4)
+        self.fpm.kill()
+        killed_at = time.monotonic()
+        t.join(5)
+        self.assertIn("response", result, result)
+        self.assertEqual(result["response"].status, 502, result)
+        self.assertLess(time.monotonic() - killed_at, 2.0, "502 comes when php-fpm dies, not at a timeout")
+        self.assert_log_names_backend(srv, "killed")
+        # Down: 502 at once.
+        self.assertEqual(self.get(srv.port, "/hello.php")[0], 502)
+        # Back up: the very next request works (no stale pooled connection is used).
+        self.fpm.start()
+        for i in range(5):
+            status, _, body = self.get(srv.port, "/hello.php")
+            self.assertEqual((status, body), (200, HELLO), f"request {i + 1} after the restart")
+
+    def test_php_fpm_killed_after_headers_were_sent(self):
+        srv = self.start_php_server()
+        c = self.raw(srv.port, timeout=5)
+        c.send(b"GET /big.php?size=200000&sleep_after_ms=5000 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        version, status, _, headers, _ = c.read_head()
+        self.assertEqual(status, 200)
+        self.assertIn(("Transfer-Encoding", "chunked"), [(k.title(), v) for k, v in headers])
+        time.sleep(0.2)
+        self.fpm.kill()
+        data = c.read_until_close(timeout=3.0)  # the connection is closed, not left hanging
+        self.assertFalse(data.endswith(b"0\r\n\r\n"), "a truncated response must not look complete")
+        self.assert_serving(srv, "/static.txt")
+
+    def test_missing_script_is_404_and_never_forwarded(self):
+        srv = self.start_php_server()
+        self.assertEqual(self.get(srv.port, "/hello.php")[0], 200)
+        for path in ("/missing.php", "/nodir/missing.php", "/missing.php/extra/path", "/app/missing.php"):
+            status, _, _ = self.get(srv.port, path)
+            self.assertEqual(status, 404, path)
+        self.assertEqual(self.get(srv.port, "/hello.php?last=1")[0], 200)
+        self.wait_for(lambda: self.fpm_saw("/hello.php?last=1"), msg="php-fpm's access log line for the last request")
+        lines = self.fpm.access_lines()
+        self.assertEqual([ln for ln in lines if "missing" in ln], [], lines)
+        self.assertEqual(len(lines), 2, lines)
+
+
+class FrontControllerTest(FastcgiTestCase):
+    """try_files: the file, then the directory index, then /app/index.php?$args."""
+
+    def test_pretty_url_goes_to_index_php(self):
+        srv = self.start_php_server()
+        data = self.json_get(srv.port, "/app/foo/bar")
+        self.assertEqual(data["controller"], "app")
+        self.assertEqual(data["REQUEST_URI"], "/app/foo/bar")
+        self.assertEqual(data["SCRIPT_NAME"], "/app/index.php")
+        self.assertEqual(data["SCRIPT_FILENAME"], os.path.join(self.root, "app/index.php"))
+        self.assertEqual(data["APP_ENV"], "test")
+        data = self.json_get(srv.port, "/app/posts/42/edit?x=1&y=two")
+        self.assertEqual((data["REQUEST_URI"], data["QUERY_STRING"], data["get"]),
+                         ("/app/posts/42/edit?x=1&y=two", "x=1&y=two", {"x": "1", "y": "two"}))
+
+    def test_existing_static_file_is_served_as_a_file(self):
+        srv = self.start_php_server()
+        status, headers, body = self.get(srv.port, "/app/style.css")
+        self.assertEqual((status, body), (200, b"body { color: green; }\n"))
+        self.assertTrue(headers["Content-Type"].startswith("text/css"), headers["Content-Type"])
+        self.assertEqual(self.get(srv.port, "/hello.php")[0], 200)
+        self.wait_for(lambda: self.fpm_saw("/hello.php"), msg="php-fpm access log")
+        self.assertEqual(self.fpm_saw("style.css"), [], "a static file never goes to php-fpm")
+
+    def test_directory_index_php(self):
+        srv = self.start_php_server()
+        data = self.json_get(srv.port, "/app/")
+        self.assertEqual((data["controller"], data["SCRIPT_NAME"], data["REQUEST_URI"]),
+                         ("app", "/app/index.php", "/app/"))
+        data = self.json_get(srv.port, "/app/admin/")
+        self.assertEqual((data["controller"], data["SCRIPT_NAME"], data["REQUEST_URI"]),
+                         ("admin", "/app/admin/index.php", "/app/admin/"))
+
+    def test_php_file_under_the_app_runs_and_never_leaks_source(self):
+        srv = self.start_php_server()
+        status, _, body = self.get(srv.port, "/app/other.php")
+        self.assertEqual((status, body), (200, b"other script ran: 3\n"))
+
+
+class ConcurrencyTest(FastcgiTestCase):
+    """The per-back-end cap, its queue, client disconnects, load."""
+
+    def test_client_disconnect_frees_the_slot(self):
+        srv = self.start_php_server(max_conns=1, read_timeout="10s")
+        c = RawClient(srv.port)
+        c.send(b"GET /sleep.php?ms=4000 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        time.sleep(0.3)
+        c.close()
+        time.sleep(0.1)
+        start = time.monotonic()
+        status, _, body = self.get(srv.port, "/hello.php")
+        elapsed = time.monotonic() - start
+        self.assertEqual((status, body), (200, HELLO))
+        self.assertLess(elapsed, 1.0, f"the slot was not freed by the disconnect ({elapsed:.2f}s)")
+        for _ in range(3):
+            self.assertEqual(self.get(srv.port, "/hello.php")[0], 200)
+
+    def test_requests_queue_for_the_single_slot(self):
+        srv = self.start_php_server(max_conns=1, queue_timeout="5s")
+        start = time.monotonic()
+        runs = [self.request_in_thread(srv.port, "/sleep.php?ms=300") for _ in range(4)]
+        for t, _ in runs:
+            t.join(10)
+        elapsed = time.monotonic() - start
+        for _, result in runs:
+            self.assertIn("response", result, result)
+            self.assertEqual((result["response"].status, result["response"].body), (200, b"slept 300\n"))
+        # With 4 php-fpm children but max_conns = 1, the four 0.3 s scripts ran one after another.
+        self.assertGreaterEqual(elapsed, 1.15, f"max_conns = 1 not enforced: 4 requests in {elapsed:.2f}s")
+        self.assertLess(elapsed, 4.0)
+
+    def test_queue_timeout_gives_503_with_retry_after(self):
+        srv = self.start_php_server(max_conns=1, queue_timeout="500ms", read_timeout="10s")
+        t, slow = self.request_in_thread(srv.port, "/sleep.php?ms=2500")
+        time.sleep(0.3)
+        start = time.monotonic()
+        r = self.raw_request(srv.port, "GET", "/hello.php")
+        elapsed = time.monotonic() - start
+        self.assertEqual(r.status, 503, r)
+        self.assertIsNotNone(r.header("retry-after"), r.headers)
+        self.assertRegex(r.header("retry-after"), r"^\d+$")
+        self.assertTrue(0.4 <= elapsed < 1.5, f"503 after {elapsed:.2f}s with queue_timeout 500ms")
+        t.join(10)
+        self.assertEqual(slow["response"].status, 200, slow)
+        self.assertEqual(self.get(srv.port, "/hello.php")[0], 200)
+
+    def test_ab_keepalive_10000(self):
+        self.fpm.stop()
+        self.fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm8"), children=8)
+        self.fpm.start()
+        srv = self.start_php_server(max_conns=8, workers=2)
+        r = subprocess.run(["ab", "-k", "-n", "10000", "-c", "100", f"http://127.0.0.1:{srv.port}/hello.php"],
+                           capture_output=True, text=True, timeout=90)
+        out = r.stdout
+        self.assertEqual(r.returncode, 0, f"ab failed:\n{r.stderr}\n{out}")
+        self.assertEqual(field(out, "Complete requests"), 10000, out)
+        self.assertEqual(field(out, "Failed requests"), 0, out)
+        self.assertNotIn("Non-2xx responses", out, out)
+        self.assertEqual(field(out, "Keep-Alive requests"), 10000, out)
+        self.assertEqual(field(out, "Document Length"), len(HELLO), out)
+
+    def test_1000_concurrent_connections_4_children_no_502(self):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 8192
+        if soft < want:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(hard, want)))
+            except (ValueError, OSError):
+                self.fail(f"cannot raise RLIMIT_NOFILE to {want} (soft {soft}, hard {hard})")
+        self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        srv = self.start_php_server(max_conns=4, workers=2, queue_timeout="30s", read_timeout="30s")
+        r = subprocess.run(["wrk", "-t", "2", "-c", "1000", "-d", "3s", "--timeout", "20s",
+                            f"http://127.0.0.1:{srv.port}/hello.php"], capture_output=True, text=True, timeout=60)
+        out = r.stdout + r.stderr
+        self.assertEqual(r.returncode, 0, out)
+        m = re.search(r"(\d+) requests in", out)
+        self.assertIsNotNone(m, out)
+        self.assertGreaterEqual(int(m.group(1)), 1000, out)
+        self.assertNotIn("Non-2xx or 3xx responses", out, out)
+        self.assertNotIn("Socket errors", out, out)
+        self.assert_serving(srv, "/hello.php")
+
+
+if __name__ == "__main__":
+    main()
