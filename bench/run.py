@@ -49,6 +49,7 @@ HELLO_BODY = b"hello world"
 
 # Docroot files: name -> size in bytes.
 FILES = {"11.txt": 11, "663.html": 663, "135555.bin": 135_555}
+PHP_SCRIPTS = {"hello.php": '<?php echo "hello world";\n', "info.php": "<?php phpinfo();\n"}
 
 SCENARIOS = {
     # name: path, connections, Connection: close?, expected body length, description
@@ -66,8 +67,29 @@ SCENARIOS = {
                   desc="fixed 'return 200 hello world' route (no file system), 100 keep-alive connections"),
     "idle10k": dict(path="/11.txt", conns=IDLE_CONNECTIONS, close=False, length=11,
                     desc="server RSS growth with 10,000 idle keep-alive connections"),
+    # Behind a back end (bench/README.md "Back ends"): php-fpm, or an nginx on CPU 1.
+    "php_hello": dict(path="/hello.php", conns=100, close=False, length=len(HELLO_BODY), expect=HELLO_BODY,
+                      backend="php", ab=True,
+                      desc="PHP 'hello world' through php-fpm (8 static children, CPU 1), 100 keep-alive connections"),
+    "php_info": dict(path="/info.php", conns=100, close=False, length=None, min_length=10_000,
+                     backend="php",
+                     desc="PHP phpinfo() page through php-fpm (8 static children, CPU 1), 100 keep-alive connections"),
+    "proxy_small": dict(path="/663.html", conns=100, close=False, length=663, backend="http",
+                        desc="reverse proxy of a 663-byte page from a back-end nginx (CPU 1), 100 keep-alive connections"),
 }
+# proxy_slow: a back end that holds every response SLOW_BACKEND_MS without burning CPU, at several
+# concurrencies; "--scenarios proxy_slow" selects all of them.
+SLOW_BACKEND_MS = 4
+SLOW_CONCURRENCIES = (100, 500, 1000)
+for _c in SLOW_CONCURRENCIES:
+    SCENARIOS[f"proxy_slow{_c}"] = dict(
+        path="/slow", conns=_c, close=False, length=len(HELLO_BODY), expect=HELLO_BODY, backend="http",
+        desc=f"reverse proxy of a back end that answers after {SLOW_BACKEND_MS} ms, {_c:,} keep-alive connections")
 SCENARIO_ORDER = list(SCENARIOS)
+SCENARIO_ALIASES = {"proxy_slow": [f"proxy_slow{c}" for c in SLOW_CONCURRENCIES]}
+PHP_FPM_CHILDREN = 8
+AB_REQUESTS = 10_000
+AB_CONCURRENCY = 100
 
 
 class BenchError(Exception):
@@ -309,6 +331,9 @@ class Server:
         self.port = None
         self.cmd = None
         self.config_path = None
+        self.scenario = None  # the scenario name: decides the routes of the generated config
+        self.backend = None  # PhpFpm or BackendNginx for scenarios that have a back end
+        self.body_sizes = {}  # path -> body bytes of the start-up check (phpinfo() varies by server)
         self.stdout_path = os.path.join(workdir, "stdout.log")
         self.stderr_path = os.path.join(workdir, "stderr.log")
 
@@ -333,6 +358,10 @@ class Server:
     def supports(cls, scenario):
         """(ok, reason)"""
         return True, ""
+
+    def backend_kind(self):
+        """None, "php" or "http": what the generated config must route to."""
+        return SCENARIOS[self.scenario].get("backend") if self.scenario else None
 
     # -- lifecycle
     def error_logs(self):
@@ -398,14 +427,18 @@ class Server:
             raise ServerError(f"{self.name} did not accept connections on 127.0.0.1:{self.port} within "
                               f"{timeout}s ({last})\n" + self.diagnostics())
         # Sanity: every path we will benchmark answers 200 with the expected body.
-        for path, length, expect in check_paths:
+        # length None: any body of at least min_length bytes (phpinfo() differs between servers).
+        for path, length, expect, min_length in check_paths:
             try:
                 status, _, body = http_get(self.port, path)
             except (OSError, BenchError) as e:
                 raise ServerError(f"{self.name}: GET {path} failed: {e}\n" + self.diagnostics())
-            if status != 200 or len(body) != length or (expect is not None and body != expect):
+            self.body_sizes[path] = len(body)
+            size_ok = len(body) == length if length is not None else len(body) >= min_length
+            if status != 200 or not size_ok or (expect is not None and body != expect):
+                want = f"{length} bytes" if length is not None else f">= {min_length} bytes"
                 raise ServerError(f"{self.name}: GET {path} -> status {status}, {len(body)} bytes "
-                                  f"(want 200, {length} bytes): {body[:80]!r}\n" + self.diagnostics())
+                                  f"(want 200, {want}): {body[:80]!r}\n" + self.diagnostics())
 
     def pids(self):
         """All processes of the server: its process group plus any descendants that left it."""
@@ -501,6 +534,32 @@ class Server:
         return path
 
 
+# Debian's /etc/nginx/fastcgi_params plus SCRIPT_FILENAME, written out so the config stands alone.
+NGINX_FASTCGI_PARAMS = (
+    ("SCRIPT_FILENAME", "$document_root$fastcgi_script_name"),
+    ("QUERY_STRING", "$query_string"),
+    ("REQUEST_METHOD", "$request_method"),
+    ("CONTENT_TYPE", "$content_type"),
+    ("CONTENT_LENGTH", "$content_length"),
+    ("SCRIPT_NAME", "$fastcgi_script_name"),
+    ("REQUEST_URI", "$request_uri"),
+    ("DOCUMENT_URI", "$document_uri"),
+    ("DOCUMENT_ROOT", "$document_root"),
+    ("SERVER_PROTOCOL", "$server_protocol"),
+    ("REQUEST_SCHEME", "$scheme"),
+    ("HTTPS", "$https if_not_empty"),
+    ("GATEWAY_INTERFACE", "CGI/1.1"),
+    ("SERVER_SOFTWARE", "nginx/$nginx_version"),
+    ("REMOTE_ADDR", "$remote_addr"),
+    ("REMOTE_PORT", "$remote_port"),
+    ("REMOTE_USER", "$remote_user"),
+    ("SERVER_ADDR", "$server_addr"),
+    ("SERVER_PORT", "$server_port"),
+    ("SERVER_NAME", "$server_name"),
+    ("REDIRECT_STATUS", "200"),
+)
+
+
 class Nginx(Server):
     name = "nginx"
     binary = "nginx"
@@ -513,9 +572,45 @@ class Nginx(Server):
     def error_logs(self):
         return [os.path.join(self.workdir, "error.log")] + super().error_logs()
 
+    def backend_blocks(self):
+        """(upstream blocks, location blocks) for scenarios with a back end."""
+        kind = self.backend_kind()
+        if kind == "php":
+            # keepalive = php-fpm's children: a child stays with a kept-alive connection, so more
+            # idle connections than children could never all be served.
+            params = "".join(f"            fastcgi_param {k} {v};\n" for k, v in NGINX_FASTCGI_PARAMS)
+            upstream = f"""    upstream php {{
+        server unix:{self.backend.socket_for(self.name)};
+        keepalive {PHP_FPM_CHILDREN};
+    }}
+"""
+            location = f"""        location ~ \\.php$ {{
+            fastcgi_pass php;
+            fastcgi_keep_conn on;
+{params}        }}
+"""
+            return upstream, location
+        if kind == "http":
+            upstream = f"""    upstream app {{
+        server 127.0.0.1:{self.backend.port};
+        keepalive 32;
+    }}
+"""
+            location = """        location / {
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+        }
+"""
+            return upstream, location
+        return "", ""
+
     def make_command(self, args):
         w = self.workdir
         user = "user root root;\n" if os.geteuid() == 0 else ""
+        upstreams, locations = self.backend_blocks()
         conf = f"""# generated by bench/run.py
 {user}worker_processes 1;
 worker_rlimit_nofile {self.nofile};
@@ -541,13 +636,13 @@ http {{
     fastcgi_temp_path {w}/fastcgi;
     uwsgi_temp_path {w}/uwsgi;
     scgi_temp_path {w}/scgi;
-    server {{
+{upstreams}    server {{
         listen 127.0.0.1:{self.port};
         root {self.docroot};
         location = /hello {{
             return 200 "hello world";
         }}
-    }}
+{locations}    }}
 }}
 """
         path = self.write("nginx.conf", conf)
@@ -591,6 +686,26 @@ class H2O(Server):
         if self.has_mruby():
             hello = ('      /hello:\n'
                      '        mruby.handler: proc {|env| [200, {}, ["hello world"]]}\n')
+        kind = self.backend_kind()
+        if kind == "http":
+            # h2o keeps upstream connections alive by default (proxy.timeout.keepalive 2 s).
+            root = f"""      /:
+        proxy.reverse.url: http://127.0.0.1:{self.backend.port}/
+"""
+        elif kind == "php":
+            # fastcgi.timeout.keepalive is left at its default, 0: a new connection per request.
+            root = f"""      /:
+        file.dir: {self.docroot}
+        file.custom-handler:
+          extension: .php
+          fastcgi.connect:
+            port: {self.backend.socket_for(self.name)}
+            type: unix
+"""
+        else:
+            root = f"""      /:
+        file.dir: {self.docroot}
+"""
         # http1-request-timeout is also h2o's keep-alive idle timeout (default 10 s): raised so
         # the idle10k connections are not closed while we measure.
         conf = f"""# generated by bench/run.py
@@ -609,9 +724,7 @@ file.mime.settypes:
 hosts:
   default:
     paths:
-{hello}      /:
-        file.dir: {self.docroot}
-"""
+{hello}{root}"""
         path = self.write("h2o.conf", conf)
         return [self.binary_path(args), "-c", path]
 
@@ -635,10 +748,25 @@ class Lighttpd(Server):
         if scenario == "hello" and not cls.magnet_available():
             return False, ("mod_magnet (Lua) is not installed (Debian package lighttpd-modules-lua); "
                            "lighttpd has no other way to return a fixed body")
+        if scenario.startswith("proxy_slow"):
+            return False, "not part of the proxy_slow comparison (Peregrine, nginx, H2O)"
         return True, ""
 
     def error_logs(self):
         return [os.path.join(self.workdir, "error.log")] + super().error_logs()
+
+    def backend_config(self):
+        kind = self.backend_kind()
+        if kind == "php":
+            # lighttpd's mod_fastcgi opens a new connection to php-fpm per request.
+            return ('server.modules += ("mod_fastcgi")\n'
+                    f'fastcgi.server = (".php" => (("socket" => "{self.backend.socket_for(self.name)}", '
+                    '"check-local" => "enable")))\n')
+        if kind == "http":
+            # lighttpd's mod_proxy opens a new connection to the back end per request.
+            return ('server.modules += ("mod_proxy")\n'
+                    f'proxy.server = ("" => (("host" => "127.0.0.1", "port" => {self.backend.port})))\n')
+        return ""
 
     def make_command(self, args):
         w = self.workdir
@@ -646,7 +774,8 @@ class Lighttpd(Server):
         # lighttpd caps max-connections at max-fds/2.
         max_conns = min(20000, max_fds // 2)
         magnet = ""
-        if self.magnet_available():
+        # Only where it is measured: the Lua script would otherwise run on every request.
+        if self.scenario == "hello" and self.magnet_available():
             lua = self.write("hello.lua",
                              'if lighty.r.req_attr["uri.path"] == "/hello" then\n'
                              '  lighty.r.resp_body:set("hello world")\n'
@@ -668,7 +797,7 @@ server.max-keep-alive-idle = 120
 server.max-read-idle = 120
 server.upload-dirs = ("{w}")
 mimetype.assign = (".txt" => "text/plain", ".html" => "text/html", ".bin" => "application/octet-stream")
-{magnet}"""
+{magnet}{self.backend_config()}"""
         path = self.write("lighttpd.conf", conf)
         return [self.binary_path(args), "-D", "-f", path]
 
@@ -718,11 +847,32 @@ class Peregrine(Server):
 
     def make_command(self, args):
         w = self.workdir
+        kind = self.backend_kind()
+        upstreams = ""
+        routes = '[[site.route]]\nprefix = "/"\n'
+        if kind == "php":
+            upstreams = f"""
+[[upstream]]
+name = "php"
+keepalive = 32
+
+[[upstream.server]]
+address = "unix:{self.backend.socket_for(self.name)}"
+max_conns = {PHP_FPM_CHILDREN}
+"""
+            routes = '[[site.route]]\nextension = "php"\nfastcgi = "php"\n\n' + routes
+        elif kind == "http":
+            upstreams = f"""
+[[upstream]]
+name = "app"
+servers = ["127.0.0.1:{self.backend.port}"]
+"""
+            routes = '[[site.route]]\nprefix = "/"\nproxy = "http://app"\n'
         conf = f"""# generated by bench/run.py
 listen = ["127.0.0.1:{self.port}"]
 workers = 1
 error_log = "{w}/error.log"
-
+{upstreams}
 [[site]]
 root = "{self.docroot}"
 access_log = "off"
@@ -732,11 +882,257 @@ exact = "/hello"
 return = 200
 body = "hello world"
 
-[[site.route]]
-prefix = "/"
-"""
+{routes}"""
         path = self.write("peregrine.toml", conf)
         return [self.binary_path(args), "-c", path]
+
+
+# --------------------------------------------------------------------------------------------
+# Back ends (php_*, proxy_*): started once per scenario, shared by the servers of that scenario,
+# pinned to the client's CPU so that CPU 0 measures only the server under test.
+
+SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"])
+NGINX_ECHO_MODULE = "/usr/lib/nginx/modules/ngx_http_echo_module.so"
+
+
+class BackendError(BenchError):
+    pass
+
+
+class Backend:
+    name = "?"
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self.proc = None
+        self.cmd = None
+        self.log_paths = [os.path.join(workdir, "stderr.log")]
+
+    def diagnostics(self):
+        parts = [f"command: {shlex.join(self.cmd or [])}", f"work dir: {self.workdir}"]
+        for p in self.log_paths:
+            t = tail(p)
+            if t:
+                parts.append(f"--- {p} ---\n{t}")
+        return "\n".join(parts)
+
+    def spawn(self, cmd):
+        os.makedirs(self.workdir, exist_ok=True)
+        self.cmd = ["taskset", "-c", CLIENT_CPU] + cmd
+        with open(os.path.join(self.workdir, "stderr.log"), "ab") as err:
+            self.proc = subprocess.Popen(self.cmd, cwd=self.workdir, stdin=subprocess.DEVNULL,
+                                         stdout=err, stderr=err, start_new_session=True,
+                                         preexec_fn=_child_setup)
+        if REAPER:
+            REAPER.add(self.proc.pid)
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_until(self, ready, what, timeout=15.0):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if not self.alive():
+                raise BackendError(f"{self.name} exited during start-up (status {self.proc.returncode})\n"
+                                   + self.diagnostics())
+            if ready():
+                return
+            time.sleep(0.05)
+        raise BackendError(f"{self.name}: {what} not ready within {timeout}s\n" + self.diagnostics())
+
+    def stop(self):
+        if self.proc is None:
+            return
+        kill_group(self.proc.pid)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        if REAPER:
+            REAPER.remove(self.proc.pid)
+        self.proc = None
+
+
+class PhpFpm(Backend):
+    """php-fpm with one pool per web server, each `pm = static` with PHP_FPM_CHILDREN children.
+
+    One pool per server because a php-fpm child serves one connection at a time and stays with a
+    kept-alive (FCGI_KEEP_CONN) connection while it is idle: servers sharing a pool would take
+    children from each other even while they are not measured."""
+    name = "php-fpm"
+    BINARIES = ("php-fpm8.2", "php-fpm")
+
+    @classmethod
+    def binary_path(cls):
+        for b in cls.BINARIES:
+            path = shutil.which(b, path=SBIN_PATH)
+            if path:
+                return path
+        return None
+
+    @classmethod
+    def available(cls):
+        if not cls.binary_path():
+            return False, "php-fpm8.2 not found (Debian package php8.2-fpm)"
+        return True, ""
+
+    @classmethod
+    def version(cls):
+        rc, out, err = run_cmd([cls.binary_path(), "-v"], 10)
+        return (out or err).split("\n")[0].strip()
+
+    def socket_for(self, server_name):
+        return os.path.join(self.workdir, f"{server_name}.sock")
+
+    def start(self, server_names):
+        w = self.workdir
+        os.makedirs(w, exist_ok=True)
+        self.log_paths = [os.path.join(w, "php-fpm.log"), os.path.join(w, "stderr.log")]
+        user = "user = root\ngroup = root\n" if os.geteuid() == 0 else ""
+        pools = "".join(f"""
+[{n}]
+{user}listen = {self.socket_for(n)}
+listen.mode = 0666
+pm = static
+pm.max_children = {PHP_FPM_CHILDREN}
+pm.max_requests = 0
+php_admin_value[error_log] = {w}/php-errors.log
+""" for n in server_names)
+        conf = f"""; generated by bench/run.py
+[global]
+pid = {w}/php-fpm.pid
+error_log = {w}/php-fpm.log
+daemonize = no
+{pools}"""
+        path = os.path.join(w, "php-fpm.conf")
+        with open(path, "w") as f:
+            f.write(conf)
+        # -F: stay in the foreground (our process group); -R: pools may run as root (the temp
+        # docroot is readable by root only when we are root).
+        self.spawn([self.binary_path(), "-F", "-y", path] + (["-R"] if os.geteuid() == 0 else []))
+
+        def sockets_accept():
+            for n in server_names:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    s.settimeout(0.5)
+                    try:
+                        s.connect(self.socket_for(n))
+                    except OSError:
+                        return False
+            return True
+
+        self.wait_until(sockets_accept, "pool sockets")
+
+
+class BackendNginx(Backend):
+    """An nginx with one worker serving the docroot (/663.html) and, with the echo module,
+    /slow: "hello world" after SLOW_BACKEND_MS ms on a timer (echo_sleep), burning no CPU."""
+    name = "back-end nginx"
+
+    @classmethod
+    def available(cls, need_echo):
+        if not shutil.which("nginx", path=SBIN_PATH):
+            return False, "nginx not found (Debian package nginx-light)"
+        if need_echo and not os.path.exists(NGINX_ECHO_MODULE):
+            return False, f"{NGINX_ECHO_MODULE} not found (Debian package libnginx-mod-http-echo)"
+        return True, ""
+
+    def start(self, docroot, nofile, need_echo):
+        w = self.workdir
+        os.makedirs(w, exist_ok=True)
+        self.log_paths = [os.path.join(w, "error.log"), os.path.join(w, "stderr.log")]
+        self.port = free_port()
+        user = "user root root;\n" if os.geteuid() == 0 else ""
+        load = f"load_module {NGINX_ECHO_MODULE};\n" if need_echo else ""
+        slow = ""
+        if need_echo:
+            slow = f"""        location = /slow {{
+            default_type text/plain;
+            echo_sleep {SLOW_BACKEND_MS / 1000:.3f};
+            echo -n "{HELLO_BODY.decode()}";
+        }}
+"""
+        # backlog: at 1,000 client connections a proxy may open 1,000 upstream connections at
+        # once; the default (511) would drop SYNs and add 1 s retransmits to the proxy's p99.
+        conf = f"""# generated by bench/run.py (back end)
+{load}{user}worker_processes 1;
+worker_rlimit_nofile {nofile};
+daemon off;
+master_process on;
+pid {w}/nginx.pid;
+error_log {w}/error.log warn;
+events {{
+    worker_connections 20000;
+}}
+http {{
+    access_log off;
+    sendfile on;
+    open_file_cache max=1000;
+    types {{
+        text/html html;
+    }}
+    default_type application/octet-stream;
+    client_body_temp_path {w}/client_body;
+    proxy_temp_path {w}/proxy;
+    fastcgi_temp_path {w}/fastcgi;
+    uwsgi_temp_path {w}/uwsgi;
+    scgi_temp_path {w}/scgi;
+    server {{
+        listen 127.0.0.1:{self.port} backlog=4096;
+        root {docroot};
+{slow}    }}
+}}
+"""
+        path = os.path.join(w, "nginx.conf")
+        with open(path, "w") as f:
+            f.write(conf)
+        self.spawn([shutil.which("nginx", path=SBIN_PATH), "-p", w + "/", "-e", f"{w}/error.log", "-c", path])
+
+        def answers():
+            try:
+                status, _, body = http_get(self.port, "/663.html", timeout=1.0)
+                if status != 200 or len(body) != 663:
+                    raise BackendError(f"{self.name}: GET /663.html -> {status}, {len(body)} bytes\n"
+                                       + self.diagnostics())
+                if need_echo:
+                    status, _, body = http_get(self.port, "/slow", timeout=1.0)
+                    if status != 200 or body != HELLO_BODY:
+                        raise BackendError(f"{self.name}: GET /slow -> {status}, {body[:80]!r}\n"
+                                           + self.diagnostics())
+                return True
+            except OSError:
+                return False
+
+        self.wait_until(answers, f"127.0.0.1:{self.port}")
+
+
+def backend_available(scenario):
+    """(ok, reason) for the back end a scenario needs."""
+    kind = SCENARIOS[scenario].get("backend")
+    if kind == "php":
+        return PhpFpm.available()
+    if kind == "http":
+        return BackendNginx.available(need_echo=SCENARIOS[scenario]["path"] == "/slow")
+    return True, ""
+
+
+def start_backend(scenario, workdir, ctx, server_names):
+    kind = SCENARIOS[scenario].get("backend")
+    if kind is None:
+        return None
+    if kind == "php":
+        b = PhpFpm(workdir)
+        starter = lambda: b.start(server_names)
+    else:
+        b = BackendNginx(workdir)
+        starter = lambda: b.start(ctx["docroot"], ctx["nofile"], SCENARIOS[scenario]["path"] == "/slow")
+    try:
+        starter()
+    except BaseException:
+        b.stop()
+        raise
+    return b
 
 
 SERVER_CLASSES = {"peregrine": Peregrine, "nginx": Nginx, "h2o": H2O, "lighttpd": Lighttpd}
@@ -836,6 +1232,47 @@ def wrk_run(server, sc, duration):
     r["cpu1_busy"] = cpu_busy(cpu0, cpu1, "cpu" + CLIENT_CPU)
     if err.strip():
         r["wrk_stderr"] = err.strip()
+    return r
+
+
+def parse_ab(out, err):
+    def num(pattern, conv=int):
+        m = re.search(pattern, out)
+        return conv(m.group(1)) if m else None
+    r = {
+        "complete": num(r"Complete requests:\s+(\d+)"),
+        "failed": num(r"Failed requests:\s+(\d+)"),
+        "keep_alive": num(r"Keep-Alive requests:\s+(\d+)"),
+        "non_2xx": num(r"Non-2xx responses:\s+(\d+)") or 0,
+        "rps": num(r"Requests per second:\s+([\d.]+)", float),
+    }
+    if r["complete"] is None:
+        # ab gave up (e.g. "apr_pollset_poll: The timeout specified has expired") before its report:
+        # it only says how many requests it had completed by then.
+        m = re.search(r"Total of (\d+) requests completed", out + err)
+        r["complete"] = int(m.group(1)) if m else 0
+    return r
+
+
+def ab_run(server, sc, timeout):
+    """One `ab -k` run (HTTP/1.0 keep-alive): did the server keep the connections alive?"""
+    url = f"http://127.0.0.1:{server.port}{sc['path']}"
+    cmd = ["taskset", "-c", CLIENT_CPU, "ab", "-k", "-n", str(AB_REQUESTS), "-c", str(AB_CONCURRENCY),
+           "-s", str(timeout), url]
+    if not shutil.which("ab"):
+        return {"cmd": shlex.join(cmd), "complete": None, "failed": None, "keep_alive": None,
+                "non_2xx": None, "rps": None, "problem": "ab not found (Debian package apache2-utils)"}
+    t0 = time.monotonic()
+    rc, out, err = run_cmd(cmd, timeout=timeout + 120)
+    r = parse_ab(out, err)
+    r["cmd"] = shlex.join(cmd)
+    r["exit_status"] = rc
+    r["wall_s"] = round(time.monotonic() - t0, 2)
+    if rc != 0:
+        last = [line for line in err.strip().splitlines() if line.strip()]
+        r["problem"] = f"ab exit {rc}: {last[-1] if last else '?'}"
+    if not server.alive():
+        raise ServerError(f"{server.name} died during: {shlex.join(cmd)}\n" + server.diagnostics())
     return r
 
 
@@ -1036,6 +1473,9 @@ def make_docroot(path):
         f.write(random.Random(135555).randbytes(135_555))
     for name, size in FILES.items():
         assert os.path.getsize(os.path.join(path, name)) == size, name
+    for name, text in PHP_SCRIPTS.items():
+        with open(os.path.join(path, name), "w") as f:
+            f.write(text)
 
 
 def check_paths_for(scenario_names):
@@ -1045,7 +1485,8 @@ def check_paths_for(scenario_names):
         sc = SCENARIOS[n]
         if sc["path"] not in seen:
             seen.add(sc["path"])
-            paths.append((sc["path"], sc["length"], HELLO_BODY if n == "hello" else None))
+            expect = HELLO_BODY if n == "hello" else sc.get("expect")
+            paths.append((sc["path"], sc["length"], expect, sc.get("min_length", 0)))
     return paths
 
 
@@ -1055,7 +1496,10 @@ def median(xs):
 
 
 def fmt(x, spec, none="-"):
-    return none if x is None else format(x, spec)
+    if x is None:
+        width = re.match(r"\d*", spec).group(0)
+        return none.rjust(int(width)) if width else none
+    return format(x, spec)
 
 
 def ratio(x, width):
@@ -1121,11 +1565,26 @@ def print_load_table(name, sc, result, order, args):
                if other > 0.10 else f"the client on CPU {CLIENT_CPU} was the limit")
         log(f"   note: {', '.join(low)} used less than 85% of CPU {SERVER_CPU}: {why}; req/s and p99 then "
             f"measure that, not the server - compare CPU/request (inflated somewhat when the CPU is shared)")
+    if result.get("backend"):
+        log(f"   back end: {result['backend']['cmdline']}")
+    if sc["length"] is None:
+        sizes = {n: result["servers"][n].get("body_bytes") for n in order if "runs" in result["servers"].get(n, {})}
+        log("   response body bytes: " + ", ".join(f"{n} {v}" for n, v in sizes.items()))
     log("   wrk commands:")
     for n in order:
         e = result["servers"].get(n)
         if e and "runs" in e and e["runs"]:
             log(f"     {n:<10} {e['runs'][0]['cmd']}")
+    with_ab = [n for n in order if "ab" in result["servers"].get(n, {})]
+    if with_ab:
+        log(f"   ab -k (HTTP/1.0 keep-alive), once per server; target: keep-alive requests = complete = "
+            f"{AB_REQUESTS:,}, 0 failed")
+        log(f"   {'server':<10} {'complete':>9} {'keep-alive':>10} {'failed':>7} {'non-2xx':>8} {'req/s':>9}  ")
+        for n in with_ab:
+            a = result["servers"][n]["ab"]
+            log(f"   {n:<10} {fmt(a['complete'], '9d')} {fmt(a['keep_alive'], '10d')} {fmt(a['failed'], '7d')} "
+                f"{fmt(a['non_2xx'], '8d')} {fmt(a['rps'], '9.0f')}  {a.get('problem', '')}")
+        log(f"     {with_ab[0]:<10} {result['servers'][with_ab[0]]['ab']['cmd']}")
 
 
 def print_idle_table(name, sc, result, order, args):
@@ -1152,11 +1611,13 @@ def print_idle_table(name, sc, result, order, args):
             break
 
 
-def start_servers(names, scen_dir, docroot, nofile, args, check_paths):
+def start_servers(names, scen_dir, docroot, nofile, args, check_paths, scenario=None, backend=None):
     servers = []
     try:
         for n in names:
             s = SERVER_CLASSES[n](os.path.join(scen_dir, n), docroot, nofile)
+            s.scenario = scenario
+            s.backend = backend
             servers.append(s)
             s.start(args, check_paths)
     except BaseException:
@@ -1166,12 +1627,23 @@ def start_servers(names, scen_dir, docroot, nofile, args, check_paths):
     return servers
 
 
+def stop_all(ctx):
+    """Stops the servers, then the back end (so servers do not log back-end errors meanwhile)."""
+    for s in ctx["running"]:
+        s.stop()
+    ctx["running"] = []
+
+
 def run_load_scenario(name, names, ctx, args):
     sc = SCENARIOS[name]
     result = {"description": sc["desc"], "servers": {}}
     active = []
     result["loadavg"] = " ".join((read_file("/proc/loadavg", "") or "").split()[:3])
+    ok, why = backend_available(name)
     for n in names:
+        if not ok:
+            result["servers"][n] = {"skipped": why}
+            continue
         ok, why = SERVER_CLASSES[n].supports(name)
         if ok:
             active.append(n)
@@ -1180,12 +1652,21 @@ def run_load_scenario(name, names, ctx, args):
     if not active:
         return result
     scen_dir = os.path.join(ctx["tmp"], name)
-    servers = start_servers(active, scen_dir, ctx["docroot"], ctx["nofile"], args,
-                            check_paths_for([name]))
-    ctx["running"] = servers
+    backend = start_backend(name, os.path.join(scen_dir, "backend"), ctx, active)
+    if backend:
+        ctx["running"].append(backend)
+        result["backend"] = {"name": backend.name, "cmdline": shlex.join(backend.cmd)}
+    try:
+        servers = start_servers(active, scen_dir, ctx["docroot"], ctx["nofile"], args,
+                                check_paths_for([name]), scenario=name, backend=backend)
+    except BaseException:
+        stop_all(ctx)
+        raise
+    ctx["running"] = servers + ctx["running"]
     try:
         for s in servers:
-            result["servers"][s.name] = {"runs": [], "cmdline": shlex.join(s.cmd), "port": s.port}
+            result["servers"][s.name] = {"runs": [], "cmdline": shlex.join(s.cmd), "port": s.port,
+                                         "body_bytes": s.body_sizes.get(sc["path"])}
         if args.warmup > 0:
             for s in servers:
                 w = wrk_run(s, sc, args.warmup)
@@ -1203,10 +1684,16 @@ def run_load_scenario(name, names, ctx, args):
         for s in servers:
             result["servers"][s.name]["rss_kb_after"] = s.rss_kb()
             result["servers"][s.name]["processes"] = s.rss_breakdown()
+        if sc.get("ab"):
+            for s in servers:
+                a = ab_run(s, sc, args.ab_timeout)
+                result["servers"][s.name]["ab"] = a
+                log(f"   [{name}] {s.name:<9} ab -k: {fmt(a['complete'], 'd')} complete, "
+                    f"{fmt(a['keep_alive'], 'd')} keep-alive, {fmt(a['failed'], 'd')} failed, "
+                    f"{fmt(a['non_2xx'], 'd')} non-2xx, {fmt(a['rps'], '.0f')} req/s"
+                    + (f"  ({a['problem']})" if a.get("problem") else ""))
     finally:
-        for s in servers:
-            s.stop()
-        ctx["running"] = []
+        stop_all(ctx)
     summ = {}
     for n, e in result["servers"].items():
         if "runs" in e:
@@ -1274,10 +1761,13 @@ def parse_args(argv):
     ap.add_argument("--servers", default=",".join(ALL_SERVERS),
                     help=f"comma-separated subset of {','.join(ALL_SERVERS)}")
     ap.add_argument("--scenarios", default=",".join(SCENARIO_ORDER),
-                    help=f"comma-separated subset of {','.join(SCENARIO_ORDER)}")
+                    help=f"comma-separated subset of {','.join(SCENARIO_ORDER)}; "
+                         f"proxy_slow = {','.join(SCENARIO_ALIASES['proxy_slow'])}")
     ap.add_argument("--peregrine", default=DEFAULT_PEREGRINE, help=f"peregrine binary (default {DEFAULT_PEREGRINE})")
     ap.add_argument("--json", metavar="FILE", help="write all results (every run) as JSON to FILE")
     ap.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (configs, logs) for inspection")
+    ap.add_argument("--ab-timeout", type=int, default=30,
+                    help="ab -s: seconds ab waits on a socket in the php_hello keep-alive check (default 30)")
     # internal: the idle10k client
     ap.add_argument("--_idle-client", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--_reaper", action="store_true", help=argparse.SUPPRESS)
@@ -1289,15 +1779,16 @@ def parse_args(argv):
     if args._idle_client or args._reaper:
         return args
     args.servers = [s.strip() for s in args.servers.split(",") if s.strip()]
-    args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    args.scenarios = [x for s in args.scenarios.split(",") if s.strip()
+                      for x in SCENARIO_ALIASES.get(s.strip(), [s.strip()])]
     for s in args.servers:
         if s not in SERVER_CLASSES:
             ap.error(f"unknown server {s!r} (known: {', '.join(ALL_SERVERS)})")
     for s in args.scenarios:
         if s not in SCENARIOS:
             ap.error(f"unknown scenario {s!r} (known: {', '.join(SCENARIO_ORDER)})")
-    if args.runs < 1 or args.duration < 1 or args.warmup < 0:
-        ap.error("--runs and --duration must be >= 1, --warmup >= 0")
+    if args.runs < 1 or args.duration < 1 or args.warmup < 0 or args.ab_timeout < 1:
+        ap.error("--runs, --duration and --ab-timeout must be >= 1, --warmup >= 0")
     args.peregrine = os.path.abspath(args.peregrine)
     # keep the canonical orders
     args.servers = [s for s in ALL_SERVERS if s in args.servers]
@@ -1346,6 +1837,11 @@ def main(argv):
     if not names:
         log("error: no server to benchmark")
         return 2
+    if any(SCENARIOS[n].get("backend") == "php" for n in args.scenarios) and PhpFpm.available()[0]:
+        try:
+            versions["php-fpm (back end)"] = PhpFpm.version()
+        except (BenchError, OSError) as e:
+            versions["php-fpm (back end)"] = f"? ({e})"
 
     global REAPER
     REAPER = Reaper()
@@ -1401,11 +1897,13 @@ def main(argv):
                     res = run_idle_scenario(name, names, ctx, args)
                 else:
                     res = run_load_scenario(name, names, ctx, args)
-            except ServerError as e:
-                log(f"\n*** SERVER FAILURE in scenario {name}:\n{e}")
+            except (ServerError, BackendError) as e:
+                # Recorded, and the exit status will be 1, but the other scenarios still run.
+                what = "BACK-END" if isinstance(e, BackendError) else "SERVER"
+                log(f"\n*** {what} FAILURE in scenario {name}:\n{e}")
                 results["scenarios"][name] = {"error": str(e)}
                 rc = 1
-                raise
+                continue
             results["scenarios"][name] = res
             (print_idle_table if name == "idle10k" else print_load_table)(name, SCENARIOS[name], res, names, args)
         results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -1413,8 +1911,7 @@ def main(argv):
             results["peregrine_binaries"] = Peregrine.fingerprints
         results["machine"]["loadavg_end"] = (read_file("/proc/loadavg", "") or "").strip()
     except (ServerError, BenchError) as e:
-        if rc == 0:
-            log(f"\n*** ERROR: {e}")
+        log(f"\n*** ERROR: {e}")
         rc = 1
     except KeyboardInterrupt:
         log("\ninterrupted")
