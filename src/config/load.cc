@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "config/config.h"
 #include "config/listen_address.h"
 #include "config/units.h"
+#include "config/upstream_address.h"
 #include "config/validate.h"
 
 namespace peregrine::config {
@@ -37,7 +39,7 @@ constexpr int64_t kMaxConnections = 1 << 20;
 
 const std::vector<std::string_view> kTopKeys = {
     "listen",    "workers",       "user",   "group",      "pid_file", "error_log",
-    "log_level", "server_header", "limits", "mime_types", "site"};
+    "log_level", "server_header", "limits", "mime_types", "upstream", "site"};
 const std::vector<std::string_view> kLimitKeys = {
     "header_timeout",   "keepalive_timeout", "body_timeout",
     "send_timeout",     "shutdown_timeout",  "max_connections",
@@ -61,11 +63,48 @@ const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "error_pages",
                                                  "route"};
 const std::vector<std::string_view> kMatchKeys = {"exact", "prefix", "extension", "regex"};
-const std::vector<std::string_view> kRouteKeys = {
-    "exact",         "prefix", "extension",         "regex",    "return",
-    "location",      "body",   "content_type",      "handler",  "root",
-    "alias",         "index",  "directory_listing", "dotfiles", "symlinks_outside_root",
-    "precompressed", "etag",   "cache_valid",       "methods"};
+const std::vector<std::string_view> kFastcgiKeys = {
+    "fastcgi", "split_path", "try_files", "fastcgi_params", "fastcgi_buffer", "check_script"};
+const std::vector<std::string_view> kProxyKeys = {"proxy",
+                                                  "strip_prefix",
+                                                  "proxy_host",
+                                                  "x_forwarded",
+                                                  "forwarded",
+                                                  "request_headers",
+                                                  "response_headers",
+                                                  "rewrite_location",
+                                                  "intercept_errors",
+                                                  "proxy_buffer",
+                                                  "proxy_temp_file_max",
+                                                  "websocket",
+                                                  "tunnel_timeout"};
+const std::vector<std::string_view> kRouteKeys = [] {
+  std::vector<std::string_view> keys = {
+      "exact",         "prefix", "extension",         "regex",    "return",
+      "location",      "body",   "content_type",      "handler",  "root",
+      "alias",         "index",  "directory_listing", "dotfiles", "symlinks_outside_root",
+      "precompressed", "etag",   "cache_valid",       "methods"};
+  keys.insert(keys.end(), kFastcgiKeys.begin(), kFastcgiKeys.end());
+  keys.insert(keys.end(), kProxyKeys.begin(), kProxyKeys.end());
+  return keys;
+}();
+const std::vector<std::string_view> kUpstreamKeys = {
+    "name",         "balance",       "hash_key",          "max_fails",
+    "fail_timeout", "keepalive",     "keepalive_timeout", "keepalive_requests",
+    "queue",        "queue_timeout", "connect_timeout",   "send_timeout",
+    "read_timeout", "tries",         "try_timeout",       "servers",
+    "server",       "health_check"};
+const std::vector<std::string_view> kUpstreamServerKeys = {"address", "weight", "backup",
+                                                           "max_conns"};
+const std::vector<std::string_view> kHealthCheckKeys = {"path",   "host", "interval", "timeout",
+                                                        "status", "rise", "fall"};
+const std::vector<std::string_view> kBalanceNames = {"round_robin", "least_conn", "ip_hash",
+                                                     "hash"};
+const std::vector<std::string_view> kHeaderRuleKeys = {"set", "add", "remove"};
+
+constexpr uint64_t kMaxResponseBuffer = uint64_t{64} << 20;
+constexpr int64_t kMaxQueue = 1 << 20;
+constexpr int64_t kMaxConnsPerServer = 1 << 20;
 
 bool contains(const std::vector<std::string_view>& list, std::string_view word) {
   return std::find(list.begin(), list.end(), word) != list.end();
@@ -250,6 +289,11 @@ class Loader {
         hint = "'" + std::string(name) + "' belongs in a [[site.route]] table";
       } else if (section == "[[site.route]]" && contains(kSiteKeys, name)) {
         hint = "'" + std::string(name) + "' is set on the [[site]], not on a route";
+      } else if (section == "[[site.route]]" && contains(kUpstreamKeys, name)) {
+        hint = "'" + std::string(name) +
+               "' is set on an [[upstream]] group; name the group in the route's fastcgi or proxy";
+      } else if (section == "[[upstream]]" && contains(kRouteKeys, name)) {
+        hint = "'" + std::string(name) + "' is set on a [[site.route]], not on an [[upstream]]";
       } else {
         hint = "valid keys: " + join(allowed);
       }
@@ -510,6 +554,9 @@ class Loader {
       }
     }
 
+    // Groups before sites: routes refer to them by name.
+    if (const toml::node* node = root.get("upstream")) load_upstreams(*node);
+
     const toml::node* sites = root.get("site");
     if (sites == nullptr) {
       error(root.source(), "no [[site]] is defined",
@@ -656,6 +703,717 @@ class Loader {
         continue;
       }
       config_.mime_types[extension] = type;
+    }
+  }
+
+  // ---- upstream groups ----
+
+  void load_upstreams(const toml::node& node) {
+    const auto* array = node.as_array();
+    if (array == nullptr || !(array->empty() || array->is_array_of_tables())) {
+      type_error(node, "upstream", "an array of tables",
+                 "write each group as an [[upstream]] table (double brackets)");
+      return;
+    }
+    for (const toml::node& element : *array) load_upstream(*element.as_table());
+  }
+
+  void load_upstream(const toml::table& table) {
+    check_keys(table, kUpstreamKeys, "[[upstream]]");
+    UpstreamGroup group;
+    group.pos = pos_of(table.source());
+    bool named = false;  // a usable, unique name: keep the group even with other errors, so
+                         // that the routes naming it do not report it missing as well
+
+    if (const toml::node* node = table.get("name")) {
+      if (read_string(*node, "upstream.name", &group.name, false)) {
+        if (!is_group_name(group.name)) {
+          error(node->source(), "invalid upstream name \"" + group.name + "\"",
+                "names use letters, digits, '_', '.' and '-', e.g. \"app\" or \"php-fpm\"");
+        } else if (auto [it, inserted] = upstream_names_.emplace(group.name, group.pos);
+                   !inserted) {
+          error(node->source(), "upstream name '" + group.name + "' is used twice",
+                "first at line " + std::to_string(it->second.line));
+        } else {
+          named = true;
+        }
+      }
+    } else {
+      error(table.source(), "[[upstream]] has no 'name'",
+            "routes refer to the group by name: name = \"app\"");
+    }
+
+    if (const toml::node* node = table.get("balance")) {
+      std::string value;
+      if (read_string(*node, "upstream.balance", &value)) {
+        if (value == "round_robin") {
+          group.balance = Balance::kRoundRobin;
+        } else if (value == "least_conn") {
+          group.balance = Balance::kLeastConn;
+        } else if (value == "ip_hash") {
+          group.balance = Balance::kIpHash;
+        } else if (value == "hash") {
+          group.balance = Balance::kHash;
+        } else {
+          std::string suggestion = closest_match(value, kBalanceNames);
+          error(node->source(), "unknown balance \"" + value + "\"",
+                suggestion.empty() ? "one of: " + join(kBalanceNames)
+                                   : "did you mean '" + suggestion + "'?");
+        }
+      }
+    }
+    const toml::node* hash_key = table.get("hash_key");
+    if (hash_key != nullptr) {
+      std::string value;
+      if (group.balance != Balance::kHash) {
+        error(hash_key->source(), "'hash_key' needs balance = \"hash\"",
+              "remove it, or set balance = \"hash\"");
+      } else if (read_string(*hash_key, "upstream.hash_key", &value, false)) {
+        std::string problem = normalize_hash_key(&value);
+        if (problem.empty()) {
+          group.hash_key = value;
+        } else {
+          error(hash_key->source(), problem,
+                "hash_key is \"$uri\", \"$http_NAME\" (a request header) or \"$cookie_NAME\"");
+        }
+      }
+    } else if (group.balance == Balance::kHash) {
+      error(table.get("balance")->source(), "balance = \"hash\" needs a 'hash_key'",
+            "e.g. hash_key = \"$uri\", \"$http_x_user_id\" or \"$cookie_session\"");
+    }
+
+    auto count = [&](std::string_view key, int64_t lo, int64_t hi, uint32_t* out) {
+      int64_t n = 0;
+      if (const toml::node* node = table.get(key)) {
+        if (read_int(*node, "upstream." + std::string(key), lo, hi, &n))
+          *out = static_cast<uint32_t>(n);
+      }
+    };
+    auto duration = [&](std::string_view key, Millis lo, Millis* out) {
+      if (const toml::node* node = table.get(key)) {
+        read_duration(*node, "upstream." + std::string(key), lo, kMaxDuration, out);
+      }
+    };
+    count("max_fails", 0, 1000, &group.max_fails);
+    duration("fail_timeout", Millis(1), &group.fail_timeout);
+    count("keepalive", 0, 65536, &group.keepalive);
+    duration("keepalive_timeout", Millis(1), &group.keepalive_timeout);
+    count("keepalive_requests", 1, UINT32_MAX, &group.keepalive_requests);
+    count("queue", 0, kMaxQueue, &group.queue);
+    duration("queue_timeout", Millis(1), &group.queue_timeout);
+    duration("connect_timeout", Millis(1), &group.connect_timeout);
+    duration("send_timeout", Millis(1), &group.send_timeout);
+    duration("read_timeout", Millis(1), &group.read_timeout);
+    count("tries", 1, 100, &group.tries);
+    duration("try_timeout", Millis(0), &group.try_timeout);
+
+    size_t errors_before = errors_.size();
+    const toml::node* servers = table.get("servers");
+    if (servers != nullptr) {
+      std::vector<std::pair<std::string, const toml::node*>> addresses;
+      if (read_string_list(*servers, "upstream.servers", &addresses)) {
+        for (auto& [text, element] : addresses) {
+          UpstreamServer server;
+          server.pos = pos_of(element->source());
+          std::string message, hint;
+          if (!parse_upstream_address(text, &server, &message, &hint)) {
+            error(element->source(), message, hint);
+            continue;
+          }
+          add_server(element->source(), std::move(server), &group);
+        }
+      }
+    }
+    const toml::node* server_tables = table.get("server");
+    if (server_tables != nullptr) {
+      const auto* array = server_tables->as_array();
+      if (array != nullptr && array->is_array_of_tables()) {
+        for (const toml::node& element : *array) load_upstream_server(*element.as_table(), &group);
+      } else {
+        type_error(*server_tables, "upstream.server", "an array of tables",
+                   "write each server as an [[upstream.server]] table (double brackets), or list "
+                   "addresses in servers = [\"...\"]");
+      }
+    }
+    if (servers == nullptr && server_tables == nullptr) {
+      error(table.source(), "[[upstream]] has no servers",
+            "add servers = [\"127.0.0.1:8080\"] or [[upstream.server]] tables with an address");
+    } else if (errors_.size() == errors_before && group.servers.empty()) {
+      error(servers != nullptr ? servers->source() : server_tables->source(),
+            "[[upstream]] has no servers", "list at least one address");
+    } else if (!group.servers.empty() &&
+               std::all_of(group.servers.begin(), group.servers.end(),
+                           [](const UpstreamServer& s) { return s.backup; })) {
+      error(group.pos, "every server of upstream '" + group.name + "' is a backup",
+            "backup servers are used only when no primary server is up; make at least one "
+            "server a primary (backup = false)");
+    }
+
+    if (const toml::node* node = table.get("health_check")) {
+      if (const auto* health = node->as_table()) {
+        load_health_check(*health, &group.health_check);
+      } else {
+        type_error(*node, "upstream.health_check", "a table",
+                   "write an [upstream.health_check] section below the [[upstream]]");
+      }
+    }
+    if (named) config_.upstreams.push_back(std::move(group));
+  }
+
+  // "$uri", "$http_NAME", "$cookie_NAME". Header names are stored lower-case with '_' turned
+  // into '-' (as nginx spells $http_x_user_id); cookie names are case-sensitive and kept.
+  static std::string normalize_hash_key(std::string* key) {
+    std::string& k = *key;
+    if (k == "$uri") return "";
+    auto name_ok = [](std::string_view name, bool header) {
+      if (name.empty()) return false;
+      return header ? detail::is_token(name) : std::all_of(name.begin(), name.end(), [](char c) {
+        return static_cast<unsigned char>(c) > 0x20 && c != 0x7f && c != ';' && c != '=' &&
+               c != ',' && c != '"';
+      });
+    };
+    if (k.starts_with("$http_")) {
+      std::string name = to_lower(std::string_view(k).substr(6));
+      if (!name_ok(name, true)) return "invalid header name in hash_key \"" + k + "\"";
+      std::replace(name.begin(), name.end(), '_', '-');
+      k = "$http_" + name;
+      return "";
+    }
+    if (k.starts_with("$cookie_")) {
+      if (!name_ok(std::string_view(k).substr(8), false)) {
+        return "invalid cookie name in hash_key \"" + k + "\"";
+      }
+      return "";
+    }
+    return "unknown hash_key \"" + k + "\"";
+  }
+
+  void add_server(const toml::source_region& where, UpstreamServer server, UpstreamGroup* group) {
+    for (const UpstreamServer& other : group->servers) {
+      if (other.addr_len == server.addr_len &&
+          std::memcmp(&other.addr, &server.addr, server.addr_len) == 0) {
+        error(where,
+              "server '" + server.address + "' is listed twice in upstream '" + group->name + "'",
+              "first at line " + std::to_string(other.pos.line) +
+                  "; to send it more requests, give it a weight");
+        return;
+      }
+    }
+    group->servers.push_back(std::move(server));
+  }
+
+  void load_upstream_server(const toml::table& table, UpstreamGroup* group) {
+    check_keys(table, kUpstreamServerKeys, "[[upstream.server]]");
+    UpstreamServer server;
+    server.pos = pos_of(table.source());
+    const toml::node* address = table.get("address");
+    if (address == nullptr) {
+      error(table.source(), "[[upstream.server]] has no 'address'",
+            "e.g. address = \"127.0.0.1:8080\" or \"unix:/run/app.sock\"");
+      return;
+    }
+    std::string text;
+    if (!read_string(*address, "upstream.server.address", &text)) return;
+    std::string message, hint;
+    if (!parse_upstream_address(text, &server, &message, &hint)) {
+      error(address->source(), message, hint);
+      return;
+    }
+    server.pos = pos_of(address->source());
+    int64_t n = 0;
+    if (const toml::node* node = table.get("weight")) {
+      if (read_int(*node, "upstream.server.weight", 1, 1000, &n))
+        server.weight = static_cast<uint32_t>(n);
+    }
+    if (const toml::node* node = table.get("backup")) {
+      read_bool(*node, "upstream.server.backup", &server.backup);
+    }
+    if (const toml::node* node = table.get("max_conns")) {
+      if (read_int(*node, "upstream.server.max_conns", 0, kMaxConnsPerServer, &n))
+        server.max_conns = static_cast<uint32_t>(n);
+    }
+    add_server(address->source(), std::move(server), group);
+  }
+
+  void load_health_check(const toml::table& table, HealthCheck* check) {
+    check_keys(table, kHealthCheckKeys, "[upstream.health_check]");
+    check->enabled = true;
+    if (const toml::node* node = table.get("path")) {
+      std::string path;
+      if (read_string(*node, "upstream.health_check.path", &path, false)) {
+        if (path.front() != '/' || has_control_chars(path) || path.find(' ') != std::string::npos) {
+          error(node->source(), "invalid health check path \"" + path + "\"",
+                "a request target starting with '/', e.g. \"/health\"");
+        } else {
+          check->path = path;
+        }
+      }
+    }
+    if (const toml::node* node = table.get("host")) {
+      std::string host;
+      if (read_string(*node, "upstream.health_check.host", &host, false)) {
+        if (!valid_host_header(host)) {
+          error(node->source(), "invalid health check host \"" + host + "\"",
+                "a Host header value such as \"app.internal\" or \"app.internal:8080\"");
+        } else {
+          check->host = host;
+        }
+      }
+    }
+    if (const toml::node* node = table.get("interval")) {
+      read_duration(*node, "upstream.health_check.interval", Millis(100), kMaxDuration,
+                    &check->interval);
+    }
+    if (const toml::node* node = table.get("timeout")) {
+      read_duration(*node, "upstream.health_check.timeout", Millis(1), kMaxDuration,
+                    &check->timeout);
+    }
+    if (const toml::node* node = table.get("status")) {
+      int64_t lo = 0, hi = 0;
+      constexpr std::string_view kName = "upstream.health_check.status";
+      if (node->is_integer()) {
+        if (read_int(*node, kName, 100, 599, &lo)) {
+          check->expect_status_min = check->expect_status_max = static_cast<int>(lo);
+        }
+      } else if (const auto* range = node->as_array(); range != nullptr && range->size() == 2) {
+        if (read_int(*range->get(0), kName, 100, 599, &lo) &&
+            read_int(*range->get(1), kName, 100, 599, &hi)) {
+          if (lo > hi) {
+            error(node->source(),
+                  "health check status range [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                      "] is empty",
+                  "write the lower status first, e.g. [200, 399]");
+          } else {
+            check->expect_status_min = static_cast<int>(lo);
+            check->expect_status_max = static_cast<int>(hi);
+          }
+        }
+      } else {
+        type_error(*node, kName, "a status or a [lowest, highest] range",
+                   "e.g. status = 200 or status = [200, 399]");
+      }
+    }
+    int64_t n = 0;
+    if (const toml::node* node = table.get("rise")) {
+      if (read_int(*node, "upstream.health_check.rise", 1, 1000, &n))
+        check->rise = static_cast<uint32_t>(n);
+    }
+    if (const toml::node* node = table.get("fall")) {
+      if (read_int(*node, "upstream.health_check.fall", 1, 1000, &n))
+        check->fall = static_cast<uint32_t>(n);
+    }
+  }
+
+  // A Host header value: a name or IP literal with an optional port; no spaces or controls.
+  static bool valid_host_header(std::string_view host) {
+    if (host.empty() || host.size() > 255) return false;
+    return std::all_of(host.begin(), host.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '-' || c == '.' || c == '_' || c == ':' || c == '[' || c == ']';
+    });
+  }
+
+  const UpstreamGroup* find_group(std::string_view name) const {
+    for (const UpstreamGroup& group : config_.upstreams) {
+      if (group.name == name) return &group;
+    }
+    return nullptr;
+  }
+
+  // ---- fastcgi and proxy routes ----
+
+  // Options of one handler written on a route of another.
+  void reject_foreign_keys(const toml::table& table, const std::vector<std::string_view>& keys,
+                           HandlerKind owner, HandlerKind actual, std::string_view hint) {
+    if (actual == owner) return;
+    const std::string owner_key = owner == HandlerKind::kFastcgi ? "fastcgi" : "proxy";
+    for (std::string_view key : keys) {
+      if (key == owner_key) continue;  // the selector itself: a conflict reported elsewhere
+      if (const toml::node* node = table.get(key)) {
+        std::string message = "'";
+        message.append(key).append("' needs a '").append(owner_key).append("' route");
+        error(node->source(), std::move(message), std::string(hint));
+      }
+    }
+  }
+
+  // The group a fastcgi or proxy route uses: a declared group by `name`, or the implicit group of
+  // `address`. Returns "" after reporting a problem.
+  std::string resolve_group(const toml::node& node, HandlerKind kind, const std::string& name,
+                            const std::string& address) {
+    std::string group_name;
+    if (!name.empty() && find_group(name) != nullptr) {
+      group_name = name;
+    } else if (!address.empty()) {
+      UpstreamServer server;
+      std::string message, hint;
+      if (!parse_upstream_address(address, &server, &message, &hint)) {
+        error(node.source(), message, hint);
+        return "";
+      }
+      group_name = add_implicit_group(&config_, server, pos_of(node.source()));
+    } else {
+      std::vector<std::string_view> names;
+      for (const UpstreamGroup& group : config_.upstreams) {
+        if (group.name.find(':') == std::string::npos) names.push_back(group.name);
+      }
+      std::string suggestion = closest_match(name, names);
+      std::string declared = declared_group_names(config_);
+      std::string hint = suggestion.empty() ? "" : "did you mean '" + suggestion + "'? ";
+      hint +=
+          declared.empty() ? "no [[upstream]] group is declared" : "declared groups: " + declared;
+      hint +=
+          kind == HandlerKind::kFastcgi
+              ? "; or write an address: \"unix:/run/php/php8.2-fpm.sock\", \"127.0.0.1:9000\""
+              : "; or write an address: \"http://127.0.0.1:8080\", \"http://unix:/run/app.sock:\"";
+      error(node.source(), "no upstream group named '" + name + "'", hint);
+      return "";
+    }
+
+    const UpstreamGroup* group = find_group(group_name);
+    if (kind == HandlerKind::kFastcgi && group != nullptr && group->health_check.enabled) {
+      error(node.source(),
+            "upstream '" + group_name +
+                "' has a health_check, which probes over HTTP; a fastcgi "
+                "route cannot use it",
+            "remove [upstream.health_check] from the group at line " +
+                std::to_string(group->pos.line) + " (passive health still applies)");
+    }
+    auto [it, inserted] = group_uses_.emplace(group_name, GroupUse{kind, pos_of(node.source())});
+    if (!inserted && it->second.kind != kind) {
+      error(node.source(), "upstream '" + group_name + "' is used by both fastcgi and proxy routes",
+            "first used by a " +
+                std::string(it->second.kind == HandlerKind::kFastcgi ? "fastcgi" : "proxy") +
+                " route at line " + std::to_string(it->second.pos.line) +
+                "; a group speaks one protocol, so declare one group for each");
+    }
+    return group_name;
+  }
+
+  void load_fastcgi(const toml::table& table, const toml::node& target, Route* route) {
+    FastcgiOptions& options = route->fastcgi;
+    std::string text;
+    if (read_string(target, "site.route.fastcgi", &text, false)) {
+      options.upstream = resolve_group(target, HandlerKind::kFastcgi,
+                                       text.find(':') == std::string::npos ? text : "",
+                                       text.find(':') != std::string::npos ? text : "");
+    }
+    options.root = route->static_files.root;
+    if (options.root.empty() && table.get("root") == nullptr) {
+      error(table.source(), "fastcgi route has no root",
+            "set root on the route or on its [[site]]: SCRIPT_FILENAME is the root followed by "
+            "the script's path");
+    }
+    // The site's index is for static files; a FastCGI route's default is its own.
+    if (table.get("index") == nullptr) route->static_files.index = {"index.php"};
+    options.index = route->static_files.index;
+
+    options.split_path = default_split_path();
+    if (const toml::node* node = table.get("split_path")) {
+      std::string pattern;
+      if (read_string(*node, "site.route.split_path", &pattern, false)) {
+        std::string message;
+        size_t offset = 0;
+        auto regex = Regex::compile(pattern, &message, &offset);
+        int groups = regex != nullptr ? detail::regex_capture_count(pattern) : -1;
+        if (regex == nullptr) {
+          error(node->source(),
+                "invalid regex \"" + pattern + "\": " + message + " at offset " +
+                    std::to_string(offset),
+                "PCRE2 syntax, e.g. split_path = '" + std::string(kDefaultSplitPath) + "'");
+        } else if (groups != 2) {
+          error(node->source(),
+                "'split_path' must have 2 capture groups (SCRIPT_NAME, PATH_INFO), not " +
+                    std::to_string(groups),
+                "e.g. '" + std::string(kDefaultSplitPath) + "'; write other groups as (?:...)");
+        } else {
+          options.split_path = std::move(regex);
+        }
+      }
+    }
+    if (const toml::node* node = table.get("try_files")) load_try_files(*node, &options);
+    if (const toml::node* node = table.get("fastcgi_params")) {
+      if (const auto* params = node->as_table()) {
+        load_fastcgi_params(*params, &options);
+      } else {
+        type_error(*node, "site.route.fastcgi_params", "a table",
+                   "e.g. fastcgi_params = { APP_ENV = \"production\" }");
+      }
+    }
+    if (const toml::node* node = table.get("fastcgi_buffer")) {
+      read_size(*node, "site.route.fastcgi_buffer", 0, kMaxResponseBuffer, &options.buffer_bytes);
+    }
+    if (const toml::node* node = table.get("check_script")) {
+      read_bool(*node, "site.route.check_script", &options.check_script);
+    }
+  }
+
+  void load_try_files(const toml::node& node, FastcgiOptions* options) {
+    std::vector<std::pair<std::string, const toml::node*>> entries;
+    if (!read_string_list(node, "site.route.try_files", &entries)) return;
+    if (entries.size() < 2) {
+      error(node.source(), "'try_files' needs at least two entries",
+            "files to try, then the fallback: [\"$uri\", \"$uri/\", \"/index.php?$args\"] or "
+            "[\"$uri\", \"=404\"]");
+      return;
+    }
+    std::vector<std::string> out;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const auto& [entry, element] = entries[i];
+      const bool last = i + 1 == entries.size();
+      if (entry.starts_with('=')) {
+        std::string_view code = std::string_view(entry).substr(1);
+        if (!last) {
+          error(element->source(), "\"" + entry + "\" can only be the last entry of 'try_files'",
+                "a status ends the list: nothing after it would be tried");
+        } else if (!all_digits(code) || code.size() != 3 || code < "400" || code > "599") {
+          error(element->source(), "invalid try_files status \"" + entry + "\"",
+                "write a status 400..599, e.g. \"=404\"");
+        } else {
+          out.push_back(entry);
+        }
+        continue;
+      }
+      if (entry.empty() || has_control_chars(entry) || entry.find(' ') != std::string::npos) {
+        error(element->source(), "invalid try_files entry \"" + entry + "\"",
+              "entries are paths such as \"$uri\", \"$uri/\" or \"/index.php?$args\"");
+        continue;
+      }
+      if (entry.front() != '/' && !entry.starts_with("$uri")) {
+        error(element->source(), "try_files entry \"" + entry + "\" must start with '/' or $uri",
+              "e.g. \"$uri\", \"$uri/\", \"/index.php?$args\"");
+        continue;
+      }
+      if (!last && entry.find('?') != std::string::npos) {
+        error(element->source(), "only the last try_files entry may have a query",
+              "files are tried by path; the fallback URI may carry \"?$args\"");
+        continue;
+      }
+      bool ok = true;
+      for (size_t at = entry.find('$'); at != std::string::npos; at = entry.find('$', at + 1)) {
+        std::string_view rest = std::string_view(entry).substr(at + 1);
+        if (!rest.starts_with("uri") && !rest.starts_with("args")) {
+          error(element->source(), "unknown variable in try_files entry \"" + entry + "\"",
+                "try_files may use $uri (the request path) and $args (the query string)");
+          ok = false;
+          break;
+        }
+      }
+      if (ok) out.push_back(entry);
+    }
+    options->try_files = std::move(out);
+  }
+
+  // Written order is kept (toml++ tables iterate by key): params are set in that order.
+  template <typename Table>
+  static std::vector<std::pair<const toml::key*, const toml::node*>> in_written_order(
+      const Table& table) {
+    std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+    for (auto&& [key, value] : table) entries.emplace_back(&key, &value);
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+      auto pa = a.first->source().begin, pb = b.first->source().begin;
+      return std::tie(pa.line, pa.column) < std::tie(pb.line, pb.column);
+    });
+    return entries;
+  }
+
+  void load_fastcgi_params(const toml::table& table, FastcgiOptions* options) {
+    for (auto [key, value] : in_written_order(table)) {
+      std::string name(key->str());
+      bool valid = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+               c == '_';
+      });
+      if (!valid) {
+        error(key->source(), "invalid FastCGI parameter name '" + name + "'",
+              "parameter names use letters, digits and '_', e.g. APP_ENV");
+        continue;
+      }
+      std::string text;
+      if (!read_string(*value, "site.route.fastcgi_params." + name, &text)) continue;
+      if (has_control_chars(text)) {
+        error(value->source(), "FastCGI parameter '" + name + "' contains control characters");
+        continue;
+      }
+      options->params.emplace_back(name, text);
+    }
+  }
+
+  void load_proxy(const toml::table& table, const toml::node& target, Route* route) {
+    ProxyOptions& options = route->proxy;
+    const bool prefix_route = route->match == MatchKind::kPrefix;
+    if (prefix_route) options.path_prefix = route->pattern;
+    std::string text;
+    ProxyUrl url;
+    if (read_string(target, "site.route.proxy", &text, false)) {
+      std::string message, hint;
+      if (!parse_proxy_url(text, &url, &message, &hint)) {
+        error(target.source(), message, hint);
+      } else {
+        std::string address = url.address;
+        if (!url.name.empty() && find_group(url.name) == nullptr) {
+          address = url.default_port_address;  // "http://127.0.0.1" is port 80
+        }
+        options.upstream = resolve_group(target, HandlerKind::kProxy, url.name, address);
+        if (!url.path.empty()) {
+          if (prefix_route) {
+            options.path = url.path;
+          } else {
+            error(target.source(), "a path in 'proxy' needs a prefix route",
+                  "the path replaces the matched prefix; use prefix = \"/dir/\", or drop the "
+                  "path to pass the request path unchanged");
+          }
+        }
+      }
+    }
+    if (const toml::node* node = table.get("strip_prefix")) {
+      if (read_bool(*node, "site.route.strip_prefix", &options.strip_prefix) &&
+          options.strip_prefix) {
+        if (!prefix_route) {
+          error(node->source(), "'strip_prefix' needs a prefix route",
+                "it removes the matched prefix, e.g. with prefix = \"/api/\"");
+        } else if (!url.path.empty()) {
+          error(node->source(), "'strip_prefix' cannot be combined with a path in 'proxy'",
+                "the path in the URL already replaces the prefix; remove one of them");
+        }
+      }
+    }
+    if (const toml::node* node = table.get("proxy_host")) {
+      std::string host;
+      if (read_string(*node, "site.route.proxy_host", &host, false)) {
+        if (host == "pass" || host == "upstream" || valid_host_header(host)) {
+          options.host_mode = host;
+        } else {
+          error(node->source(), "invalid proxy_host \"" + host + "\"",
+                "\"pass\" (the client's Host), \"upstream\" (the server's address) or a fixed "
+                "host name such as \"app.internal\"");
+        }
+      }
+    }
+    if (const toml::node* node = table.get("x_forwarded")) {
+      bool on = true;
+      if (read_bool(*node, "site.route.x_forwarded", &on)) {
+        options.x_forwarded_for = options.x_forwarded_proto = options.x_forwarded_host =
+            options.x_real_ip = on;
+      }
+    }
+    auto flag = [&](std::string_view key, bool* out) {
+      if (const toml::node* node = table.get(key)) {
+        read_bool(*node, "site.route." + std::string(key), out);
+      }
+    };
+    flag("forwarded", &options.forwarded);
+    flag("rewrite_location", &options.rewrite_location);
+    flag("intercept_errors", &options.intercept_errors);
+    flag("websocket", &options.websocket);
+    if (const toml::node* node = table.get("request_headers")) {
+      load_header_rules(*node, "site.route.request_headers", true, &options.request_remove,
+                        &options.request_set, &options.request_add);
+    }
+    if (const toml::node* node = table.get("response_headers")) {
+      load_header_rules(*node, "site.route.response_headers", false, &options.response_remove,
+                        &options.response_set, &options.response_add);
+    }
+    if (const toml::node* node = table.get("proxy_buffer")) {
+      read_size(*node, "site.route.proxy_buffer", 0, kMaxResponseBuffer, &options.buffer_bytes);
+    }
+    if (const toml::node* node = table.get("proxy_temp_file_max")) {
+      read_size(*node, "site.route.proxy_temp_file_max", 0, uint64_t{1} << 50,
+                &options.max_temp_file_bytes);
+    }
+    if (const toml::node* node = table.get("tunnel_timeout")) {
+      read_duration(*node, "site.route.tunnel_timeout", Millis(1), kMaxDuration,
+                    &options.tunnel_idle_timeout);
+    }
+  }
+
+  // Headers whose values the proxy itself manages (framing and connection handling).
+  static bool managed_header(std::string_view lower) {
+    static constexpr std::string_view kManaged[] = {
+        "connection", "keep-alive", "transfer-encoding", "content-length",
+        "te",         "trailer",    "upgrade",           "proxy-connection"};
+    return std::find(std::begin(kManaged), std::end(kManaged), lower) != std::end(kManaged);
+  }
+
+  bool check_header_name(const toml::source_region& where, std::string_view name, bool request,
+                         std::string_view list) {
+    std::string lower = to_lower(name);
+    if (!detail::is_token(name)) {
+      error(where, "invalid header name '" + std::string(name) + "' in " + std::string(list),
+            "header names are tokens such as X-Request-Id");
+      return false;
+    }
+    if (managed_header(lower)) {
+      error(where, "header '" + std::string(name) + "' is managed by the proxy",
+            "framing and connection headers (Connection, Keep-Alive, Transfer-Encoding, "
+            "Content-Length, TE, Trailer, Upgrade) cannot be changed per route");
+      return false;
+    }
+    if (request && lower == "host") {
+      error(where, "the Host header is set with 'proxy_host', not in " + std::string(list),
+            "proxy_host = \"pass\", \"upstream\" or a fixed name");
+      return false;
+    }
+    return true;
+  }
+
+  void load_header_rules(const toml::node& node, const std::string& name, bool request,
+                         std::vector<std::string>* remove,
+                         std::vector<std::pair<std::string, std::string>>* set,
+                         std::vector<std::pair<std::string, std::string>>* add) {
+    const auto* table = node.as_table();
+    if (table == nullptr) {
+      type_error(
+          node, name, "a table",
+          "e.g. { set = { \"X-A\" = \"1\" }, add = { \"X-B\" = \"2\" }, remove = [\"X-C\"] }");
+      return;
+    }
+    check_keys(*table, kHeaderRuleKeys, "'" + name + "'");
+    auto pairs = [&](std::string_view key, std::vector<std::pair<std::string, std::string>>* out) {
+      const toml::node* list = table->get(key);
+      if (list == nullptr) return;
+      const std::string list_name = name + "." + std::string(key);
+      const auto* headers = list->as_table();
+      if (headers == nullptr) {
+        type_error(*list, list_name, "a table of header names and values",
+                   "e.g. " + std::string(key) + " = { \"X-Env\" = \"production\" }");
+        return;
+      }
+      std::map<std::string, SourcePos> seen;
+      for (auto [key_ptr, value] : in_written_order(*headers)) {
+        std::string header(key_ptr->str());
+        if (!check_header_name(key_ptr->source(), header, request, "'" + list_name + "'")) continue;
+        if (auto [it, inserted] = seen.emplace(to_lower(header), pos_of(key_ptr->source()));
+            !inserted) {
+          error(
+              key_ptr->source(), "header '" + header + "' is listed twice in '" + list_name + "'",
+              "first at line " + std::to_string(it->second.line) + " (names are case-insensitive)");
+          continue;
+        }
+        std::string text;
+        if (!read_string(*value, list_name + "." + header, &text)) continue;
+        bool bad = std::any_of(text.begin(), text.end(), [](char c) {
+          return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
+        });
+        if (bad) {
+          error(value->source(),
+                "the value of header '" + header + "' contains control characters");
+          continue;
+        }
+        out->emplace_back(header, text);
+      }
+    };
+    pairs("set", set);
+    pairs("add", add);
+    if (const toml::node* list = table->get("remove")) {
+      std::vector<std::pair<std::string, const toml::node*>> names;
+      if (read_string_list(*list, name + ".remove", &names)) {
+        for (auto& [header, element] : names) {
+          if (check_header_name(element->source(), header, request, "'" + name + ".remove'")) {
+            remove->push_back(header);
+          }
+        }
+      }
     }
   }
 
@@ -891,6 +1649,13 @@ class Loader {
             error(table.source(), "handler \"return\" needs 'return = STATUS'",
                   "e.g. return = 200 and body = \"...\"");
           }
+        } else if (name == "fastcgi" || name == "proxy") {
+          error(handler_node->source(), "handler \"" + name + "\" is chosen with '" + name + "'",
+                "write " + name + " = \"" +
+                    (name == "fastcgi"
+                         ? "GROUP or ADDRESS\", e.g. fastcgi = \"unix:/run/php/php8.2-fpm.sock\""
+                         : "URL\", e.g. proxy = \"http://127.0.0.1:8080\"") +
+                    ", and remove 'handler'");
         } else if (!detail::is_token(name)) {
           error(handler_node->source(), "invalid handler name \"" + name + "\"",
                 "\"static\", or the name an embedding program registered its handler under");
@@ -916,13 +1681,55 @@ class Loader {
       }
     }
 
-    // Static options: the site's, overridden by the route's.
+    // FastCGI and proxy routes: the key names the back end, and excludes every other handler.
+    const toml::node* fastcgi_node = table.get("fastcgi");
+    const toml::node* proxy_node = table.get("proxy");
+    const toml::node* gateway_node = fastcgi_node != nullptr ? fastcgi_node : proxy_node;
+    const std::string gateway_key = fastcgi_node != nullptr ? "fastcgi" : "proxy";
+    if (fastcgi_node != nullptr && proxy_node != nullptr) {
+      auto a = fastcgi_node->source().begin, b = proxy_node->source().begin;
+      const toml::node* later =
+          std::tie(a.line, a.column) < std::tie(b.line, b.column) ? proxy_node : fastcgi_node;
+      error(later->source(), "'fastcgi' and 'proxy' cannot both be set on a route",
+            "a route has exactly one handler; add another [[site.route]] for the other");
+    } else if (gateway_node != nullptr && return_node != nullptr) {
+      error(gateway_node->source(), "'" + gateway_key + "' cannot be combined with 'return'",
+            "a route has exactly one handler; remove one of them");
+    } else if (gateway_node != nullptr && handler_node != nullptr) {
+      error(handler_node->source(), "'handler' cannot be combined with '" + gateway_key + "'",
+            "'" + gateway_key + "' already selects the " + gateway_key +
+                " handler; remove 'handler'");
+    }
+    if (gateway_node != nullptr && return_node == nullptr) {
+      route->handler = fastcgi_node != nullptr ? HandlerKind::kFastcgi : HandlerKind::kProxy;
+    }
+    reject_foreign_keys(table, kFastcgiKeys, HandlerKind::kFastcgi, route->handler,
+                        "add fastcgi = \"GROUP or ADDRESS\" to send the route to a FastCGI back "
+                        "end such as php-fpm");
+    reject_foreign_keys(table, kProxyKeys, HandlerKind::kProxy, route->handler,
+                        "add proxy = \"http://...\" to send the route to an HTTP back end");
+
+    // Static options: the site's, overridden by the route's. A FastCGI route uses them for
+    // its root, its index and the static files it serves itself.
     route->static_files = site.static_files;
     for (std::string_view key : kStaticKeys) {
-      if (route->handler == HandlerKind::kReturn && table.get(key) != nullptr) {
-        error(table.get(key)->source(),
-              "'" + std::string(key) + "' does not apply to a 'return' route",
+      const toml::node* node = table.get(key);
+      if (node == nullptr) continue;
+      if (route->handler == HandlerKind::kReturn) {
+        error(node->source(), "'" + std::string(key) + "' does not apply to a 'return' route",
               "static options go on static (or application) routes");
+        continue;
+      }
+      if (route->handler == HandlerKind::kProxy) {
+        error(node->source(), "'" + std::string(key) + "' does not apply to a 'proxy' route",
+              "the back end serves the content; static options go on static (or application) "
+              "routes");
+        continue;
+      }
+      if (route->handler == HandlerKind::kFastcgi && key == "directory_listing") {
+        error(node->source(), "'directory_listing' does not apply to a 'fastcgi' route",
+              "a directory is answered by its index script (index = [\"index.php\"]) or by "
+              "try_files");
         continue;
       }
       load_static_option(table, key, "site.route.", &route->static_files);
@@ -931,6 +1738,13 @@ class Loader {
       std::string value, problem;
       if (route->handler == HandlerKind::kReturn) {
         error(node->source(), "'alias' does not apply to a 'return' route");
+      } else if (route->handler == HandlerKind::kProxy) {
+        error(node->source(), "'alias' does not apply to a 'proxy' route",
+              "to replace the prefix on the way to the back end, give proxy a path: "
+              "proxy = \"http://app/new/\", or set strip_prefix = true");
+      } else if (route->handler == HandlerKind::kFastcgi) {
+        error(node->source(), "'alias' does not apply to a 'fastcgi' route",
+              "set root: SCRIPT_FILENAME is the root followed by the script's path");
       } else if (!matches.empty() && matches[0].first != "prefix") {
         error(node->source(), "'alias' needs a prefix route",
               "alias replaces the matched prefix; write prefix = \"/dir/\" instead of '" +
@@ -970,6 +1784,9 @@ class Loader {
         }
       }
     }
+
+    if (route->handler == HandlerKind::kFastcgi) load_fastcgi(table, *fastcgi_node, route);
+    if (route->handler == HandlerKind::kProxy) load_proxy(table, *proxy_node, route);
 
     if (route->handler == HandlerKind::kStatic && route->static_files.root.empty() &&
         errors_.size() == errors_before) {
@@ -1117,6 +1934,12 @@ class Loader {
   Config config_;
   std::map<std::string, SourcePos> hosts_;  // every host of every site -> first declaration
   std::vector<SiteExtra> sites_extra_;      // parallel to config_.sites
+  std::map<std::string, SourcePos> upstream_names_;  // declared group names -> first declaration
+  struct GroupUse {
+    HandlerKind kind;
+    SourcePos pos;
+  };
+  std::map<std::string, GroupUse> group_uses_;  // group -> the first route that uses it
 };
 
 }  // namespace
