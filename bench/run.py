@@ -1786,7 +1786,7 @@ def parse_args(argv):
             ap.error(f"unknown server {s!r} (known: {', '.join(ALL_SERVERS)})")
     for s in args.scenarios:
         if s not in SCENARIOS:
-            ap.error(f"unknown scenario {s!r} (known: {', '.join(SCENARIO_ORDER)})")
+            ap.error(f"unknown scenario {s!r} (known: {', '.join(SCENARIO_ORDER + list(SCENARIO_ALIASES))})")
     if args.runs < 1 or args.duration < 1 or args.warmup < 0 or args.ab_timeout < 1:
         ap.error("--runs, --duration and --ab-timeout must be >= 1, --warmup >= 0")
     args.peregrine = os.path.abspath(args.peregrine)
