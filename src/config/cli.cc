@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <system_error>
 
 #include "config/listen_address.h"
+#include "config/upstream_address.h"
 #include "config/validate.h"
 
 namespace peregrine::config {
@@ -28,7 +31,9 @@ enum class Option {
   kPidFile,
   kErrorLog,
   kLogLevel,
-  kUser
+  kUser,
+  kFastcgi,
+  kProxy
 };
 
 struct OptionSpec {
@@ -44,6 +49,7 @@ constexpr OptionSpec kLongOptions[] = {
     {"workers", Option::kWorkers, true},    {"access-log", Option::kAccessLog, true},
     {"pid-file", Option::kPidFile, true},   {"error-log", Option::kErrorLog, true},
     {"log-level", Option::kLogLevel, true}, {"user", Option::kUser, true},
+    {"fastcgi", Option::kFastcgi, true},    {"proxy", Option::kProxy, true},
 };
 
 const OptionSpec* find_long(std::string_view name) {
@@ -105,6 +111,12 @@ std::string apply(Option option, std::string_view shown, const std::string& valu
       break;
     case Option::kUser:
       cli->user = value;
+      break;
+    case Option::kFastcgi:
+      cli->fastcgi = value;
+      break;
+    case Option::kProxy:
+      cli->proxy.push_back(value);
       break;
     case Option::kWorkers: {
       if (value == "auto") {
@@ -174,6 +186,117 @@ void apply_common(const CommandLine& cli, const std::string& cwd, Config* config
     for (Site& site : config->sites)
       detail::apply_access_log(cli.access_log, cwd, &site.access_log);
   }
+}
+
+// What the --proxy options ask for: prefix routes, and at most one route for every path.
+struct QuickProxy {
+  std::vector<Route> prefix_routes;
+  std::optional<Route> catch_all;
+};
+
+// The back end of one --proxy URL: its implicit group's server. False after an error.
+bool proxy_server(const std::string& url_text, ProxyUrl* url, UpstreamServer* server,
+                  std::vector<ConfigError>* errors) {
+  std::string message, hint;
+  if (!parse_proxy_url(url_text, url, &message, &hint)) {
+    errors->push_back(cli_error("--proxy: " + message, hint));
+    return false;
+  }
+  std::string address = url->name.empty() ? url->address : url->default_port_address;
+  if (address.empty()) {
+    errors->push_back(cli_error("--proxy: '" + url_text + "' names the group '" + url->name +
+                                    "', but groups are declared only in a configuration file",
+                                "write the back end's address, e.g. http://127.0.0.1:8080, or "
+                                "declare an [[upstream]] in a file (-c)"));
+    return false;
+  }
+  if (!parse_upstream_address(address, server, &message, &hint)) {
+    errors->push_back(cli_error("--proxy: " + message, hint));
+    return false;
+  }
+  return true;
+}
+
+Route proxy_route(std::string prefix, const std::string& group, const ProxyUrl& url) {
+  Route route;
+  route.match = MatchKind::kPrefix;
+  route.pattern = std::move(prefix);
+  route.handler = HandlerKind::kProxy;
+  route.pos = SourcePos{std::string(kCommandLine), 0, 0};
+  route.proxy.upstream = group;
+  route.proxy.path_prefix = route.pattern;
+  route.proxy.path = url.path;
+  return route;
+}
+
+QuickProxy parse_proxy_options(const CommandLine& cli, Config* config,
+                               std::vector<ConfigError>* errors) {
+  QuickProxy out;
+  const SourcePos here{std::string(kCommandLine), 0, 0};
+  std::vector<std::pair<ProxyUrl, UpstreamServer>> every_path;  // --proxy URL
+  for (const std::string& value : cli.proxy) {
+    if (!value.starts_with('/')) {
+      ProxyUrl url;
+      UpstreamServer server;
+      if (proxy_server(value, &url, &server, errors)) every_path.emplace_back(url, server);
+      continue;
+    }
+    size_t eq = value.find('=');
+    if (eq == std::string::npos) {
+      errors->push_back(cli_error("--proxy: '" + value + "' has a prefix but no URL",
+                                  "write --proxy " + value + "=http://127.0.0.1:8080"));
+      continue;
+    }
+    std::string prefix = value.substr(0, eq);
+    if (detail::has_control_chars(prefix) || prefix.find_first_of(" *") != std::string::npos) {
+      errors->push_back(cli_error("--proxy: invalid prefix '" + prefix + "'",
+                                  "a path prefix such as /api/, without spaces or '*'"));
+      continue;
+    }
+    bool duplicate = std::any_of(out.prefix_routes.begin(), out.prefix_routes.end(),
+                                 [&](const Route& r) { return r.pattern == prefix; });
+    if (duplicate) {
+      errors->push_back(cli_error("--proxy: prefix '" + prefix + "' is given twice"));
+      continue;
+    }
+    ProxyUrl url;
+    UpstreamServer server;
+    if (!proxy_server(value.substr(eq + 1), &url, &server, errors)) continue;
+    Route route = proxy_route(prefix, add_implicit_group(config, server, here), url);
+    route.proxy.strip_prefix = url.path.empty();  // a path in the URL replaces the prefix
+    out.prefix_routes.push_back(std::move(route));
+  }
+  if (every_path.size() == 1) {
+    const auto& [url, server] = every_path.front();
+    out.catch_all = proxy_route("/", add_implicit_group(config, server, here), url);
+  } else if (every_path.size() > 1) {
+    UpstreamGroup group;
+    group.name = "proxy";  // cannot clash: implicit group names contain ':'
+    group.pos = here;
+    bool ok = true;
+    for (auto& [url, server] : every_path) {
+      if (!url.path.empty()) {
+        errors->push_back(cli_error("--proxy: several URLs form one group, so '" + url.path +
+                                        "' cannot be added to one of them",
+                                    "give the URLs without a path"));
+        ok = false;
+      }
+      std::string name = canonical_upstream_address(server);
+      for (const UpstreamServer& other : group.servers) {
+        if (canonical_upstream_address(other) == name) {
+          errors->push_back(cli_error("--proxy: back end " + name + " is given twice"));
+          ok = false;
+        }
+      }
+      server.pos = here;
+      group.servers.push_back(server);
+    }
+    if (ok) {
+      config->upstreams.push_back(std::move(group));
+      out.catch_all = proxy_route("/", "proxy", ProxyUrl{});
+    }
+  }
+  return out;
 }
 
 constexpr std::string_view kWelcomePage = R"html(<!doctype html>
@@ -288,12 +411,20 @@ std::string usage() {
       --error-log stderr|stdout|PATH
       --log-level debug|info|warn|error
       --user NAME          drop privileges to NAME after binding (when started as root)
+      --fastcgi ADDR       run PHP: send requests for --root DIR to the FastCGI server ADDR
+                           (unix:/run/php/php8.2-fpm.sock or 127.0.0.1:9000); *.php runs there,
+                           other files are served, other paths go to /index.php
+      --proxy URL          proxy every request to URL (http://127.0.0.1:8080,
+                           http://unix:/run/app.sock:); repeat it to balance over several
+      --proxy /PREFIX/=URL proxy paths under /PREFIX/ (prefix stripped) to URL; repeatable;
+                           --root (or the defaults) serves the rest
   -h, --help               show this help and exit
   -v, --version            show the version and exit
 
 Options take "--opt value" or "--opt=value". Without -c, Peregrine serves one site built
 from these options. With -c FILE, --workers, --pid-file, --error-log, --log-level, --user
-and --access-log override the file; --listen and --root belong in the file.
+and --access-log override the file; --listen, --root, --fastcgi and --proxy belong in
+the file.
 
 Signals: TERM/INT stop now, QUIT stops gracefully, HUP reloads the configuration,
 USR1 reopens the log files.
@@ -313,6 +444,16 @@ LoadResult build_config(const CommandLine& cli) {
       if (!cli.root.empty()) {
         result.errors.push_back(cli_error("--root cannot be combined with -c",
                                           "set root in a [[site]] of " + cli.config_file));
+      }
+      if (!cli.fastcgi.empty()) {
+        result.errors.push_back(cli_error("--fastcgi cannot be combined with -c",
+                                          "add a route with fastcgi = \"" + cli.fastcgi +
+                                              "\" to a [[site]] of " + cli.config_file));
+      }
+      if (!cli.proxy.empty()) {
+        result.errors.push_back(
+            cli_error("--proxy cannot be combined with -c",
+                      "add a route with proxy = \"URL\" to a [[site]] of " + cli.config_file));
       }
       if (!result.errors.empty()) return result;
       LoadResult loaded = load_file(cli.config_file);
@@ -358,16 +499,52 @@ LoadResult build_config(const CommandLine& cli) {
     route.pattern = "/";
     route.pos = here;
 
+    QuickProxy proxy = parse_proxy_options(cli, config.get(), &result.errors);
+    if (proxy.catch_all && !cli.fastcgi.empty()) {
+      result.errors.push_back(
+          cli_error("--proxy URL and --fastcgi cannot both serve every path",
+                    "proxy one prefix beside the PHP site with --proxy /PREFIX/=URL"));
+    }
+    if (proxy.catch_all && !cli.root.empty()) {
+      result.errors.push_back(
+          cli_error("--root is not used: a --proxy URL without a prefix proxies every path",
+                    "to serve --root and proxy one prefix, write --proxy /PREFIX/=URL"));
+    }
+
     std::string root, problem;
     std::error_code ec;
     if (!cli.root.empty()) {
       if (!detail::resolve_directory(cli.root, cwd, &root, &problem)) {
         result.errors.push_back(cli_error("--root '" + cli.root + "' " + problem));
       }
-    } else if (std::filesystem::is_directory(std::filesystem::path(cwd) / "www", ec)) {
+    } else if (!cli.fastcgi.empty()) {
+      result.errors.push_back(cli_error("--fastcgi needs --root DIR",
+                                        "DIR is the directory of the PHP scripts, as php-fpm sees "
+                                        "it (SCRIPT_FILENAME is DIR followed by the path)"));
+    } else if (!proxy.catch_all &&
+               std::filesystem::is_directory(std::filesystem::path(cwd) / "www", ec)) {
       detail::resolve_directory("www", cwd, &root, &problem);
     }
-    if (!root.empty()) {
+    for (Route& prefix_route : proxy.prefix_routes) site.routes.push_back(std::move(prefix_route));
+    if (proxy.catch_all) {
+      route = std::move(*proxy.catch_all);
+    } else if (!cli.fastcgi.empty()) {
+      UpstreamServer server;
+      std::string message, hint;
+      if (!parse_upstream_address(cli.fastcgi, &server, &message, &hint)) {
+        result.errors.push_back(cli_error("--fastcgi: " + message, hint));
+      } else {
+        route.handler = HandlerKind::kFastcgi;
+        route.fastcgi.upstream = add_implicit_group(config.get(), server, here);
+        route.fastcgi.root = root;
+        route.fastcgi.index = {"index.php", "index.html"};
+        route.fastcgi.split_path = default_split_path();
+        route.fastcgi.try_files = {"$uri", "$uri/", "/index.php?$args"};
+        site.static_files.root = root;
+        route.static_files = site.static_files;
+        route.static_files.index = route.fastcgi.index;
+      }
+    } else if (!root.empty()) {
       site.static_files.root = root;
       route.handler = HandlerKind::kStatic;
       route.static_files = site.static_files;

@@ -21,6 +21,8 @@ struct CommandLine {
   std::string error_log;                                  // --error-log PATH
   std::string log_level;                                  // --log-level L
   std::string user;                                       // --user NAME
+  std::string fastcgi;             // --fastcgi ADDR: every path to php-fpm (needs --root)
+  std::vector<std::string> proxy;  // --proxy URL | --proxy /prefix/=URL (repeatable)
 };
 
 struct CommandLineResult {
@@ -29,7 +31,7 @@ struct CommandLineResult {
 };
 
 // Accepts "--opt value" and "--opt=value" (and "-c FILE" / "-cFILE"). Later values of a
-// single-valued option replace earlier ones; --listen accumulates.
+// single-valued option replace earlier ones; --listen and --proxy accumulate.
 CommandLineResult parse_command_line(int argc, const char* const* argv);
 
 std::string usage();
@@ -37,8 +39,11 @@ std::string usage();
 // From the file when -c is given (then --workers, --pid-file, --error-log, --log-level, --user
 // and --access-log override the file's values; --listen/--root with -c is an error). Otherwise
 // quick mode: listen = --listen values or 127.0.0.1:8080; one default site serving --root, or
-// ./www when it exists, or else a built-in welcome page. Access log: combined to stdout unless
-// --access-log says otherwise.
+// ./www when it exists, or else a built-in welcome page. --fastcgi ADDR (with --root) sends every
+// path to a FastCGI back end with a front controller (try_files $uri $uri/ /index.php?$args);
+// --proxy URL (several: one round-robin group) proxies every path; --proxy /prefix/=URL proxies
+// one prefix (stripped) before the rest. Access log: combined to stdout unless --access-log says
+// otherwise.
 LoadResult build_config(const CommandLine& cli);
 
 }  // namespace peregrine::config
