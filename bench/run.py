@@ -405,6 +405,8 @@ class Server:
             t = tail(p)
             if t:
                 parts.append(f"--- {p} ---\n{t}")
+        if self.backend:
+            parts.append(f"--- back end ({self.backend.name}) ---\n{self.backend.diagnostics()}")
         return "\n".join(parts)
 
     def alive(self):
