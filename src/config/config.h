@@ -138,10 +138,10 @@ struct FastcgiOptions {
 };
 
 struct ProxyOptions {
-  std::string upstream;      // group name in Config::upstreams
+  std::string upstream;  // group name in Config::upstreams
   std::string scheme = "http";
-  std::string path_prefix;   // the route's prefix replaced by `path` (or stripped)
-  std::string path;          // upstream path replacing path_prefix; "" keeps the request path
+  std::string path_prefix;  // the route's prefix replaced by `path` (or stripped)
+  std::string path;         // upstream path replacing path_prefix; "" keeps the request path
   bool strip_prefix = false;
   std::string host_mode = "pass";  // "pass", "upstream" or a fixed host name
   bool x_forwarded_for = true;
@@ -156,10 +156,11 @@ struct ProxyOptions {
   std::vector<std::pair<std::string, std::string>> response_set;
   std::vector<std::pair<std::string, std::string>> response_add;
   bool rewrite_location = true;
-  bool intercept_errors = false;   // upstream 4xx/5xx answered with the site's error pages
-  uint64_t buffer_bytes = 64 * 1024;     // in-memory response buffer for slow clients
-  uint64_t max_temp_file_bytes = 1 << 30;  // beyond the memory buffer, spill to a temp file; 0 = never
-  bool websocket = true;           // tunnel Upgrade requests
+  bool intercept_errors = false;      // upstream 4xx/5xx answered with the site's error pages
+  uint64_t buffer_bytes = 64 * 1024;  // in-memory response buffer for slow clients
+  // Beyond the memory buffer, the response spills to a temporary file up to this; 0 = never.
+  uint64_t max_temp_file_bytes = 1 << 30;
+  bool websocket = true;  // tunnel Upgrade requests
   Millis tunnel_idle_timeout{300'000};
 };
 
@@ -204,7 +205,7 @@ struct Config {
   std::string server_header = "peregrine";  // Server: value; "" sends none
   Limits limits;
   std::map<std::string, std::string> mime_types;  // extension (no dot, lower-case) -> type
-  std::vector<UpstreamGroup> upstreams;  // named and implicit groups
+  std::vector<UpstreamGroup> upstreams;           // named and implicit groups
   std::vector<Site> sites;
   size_t default_site = 0;  // index into sites
 };

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -31,7 +32,31 @@ struct BodyWait {
   uint32_t origin = 0;     // where the body's bytes start in the read buffer (after the head)
 };
 
+// A request an asynchronous handler answers (state kExchange). Like BodyWait, the head stays in
+// the read buffer before `origin`; the body streams from there to the exchange.
+struct InFlight {
+  Request request;
+  Ref<RouteTable> routes;
+  SiteRuntime* site = nullptr;
+  Exchange* exchange = nullptr;  // null once the exchange has ended or been aborted
+  uint32_t origin = 0;
+  uint64_t remaining = 0;  // Content-Length bodies
+  uint64_t received = 0;
+  uint64_t body_bytes_sent = 0;
+  int status = 0;
+  bool has_body = false;
+  bool body_done = false;    // every body byte has been handed over (or there is none)
+  bool body_paused = false;  // on_body() returned false; waiting for resume_body()
+  bool head_sent = false;
+  bool chunked_out = false;      // the response body goes out chunked
+  bool body_allowed = true;      // false for HEAD, 204, 304: body bytes are dropped
+  bool tunnel = false;           // after a 101: raw bytes both ways
+  bool notify_writable = false;  // send_body() said kFull
+};
+
 namespace {
+
+constexpr size_t kExchangeHighWater = 64 * 1024;
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 constexpr std::string_view kTimeoutResponse =
@@ -87,6 +112,10 @@ void Connection::start() {
 
 void Connection::on_ready(uint32_t readiness) {
   if (state_ == State::kClosed) return;
+  if (state_ == State::kExchange) {
+    on_exchange_ready(readiness);
+    return;
+  }
   if ((readiness & event::kOut) && pending_) {
     flush();
     if (state_ == State::kClosed || pending_) return;
@@ -108,8 +137,13 @@ void Connection::on_readable() {
   const size_t capacity = worker_.buffers().buffer_size();
   for (;;) {
     if (state_ == State::kClosed) return;
-    if (pending_) {  // back-pressure: read no more until the client takes what we wrote
-      read_blocked_ = true;
+    if (pending_ && !(flight_ && flight_->tunnel)) {
+      read_blocked_ = true;  // back-pressure: read no more until the client takes what we wrote
+      return;
+    }
+    if (state_ == State::kExchange &&
+        (flight_->body_paused || (flight_->body_done && !flight_->tunnel))) {
+      read_blocked_ = true;  // read the next request once this one is answered
       return;
     }
     if (state_ == State::kLinger) {
@@ -141,6 +175,16 @@ void Connection::on_readable() {
     }
     if (n == 0) {
       peer_closed_ = true;
+      if (state_ == State::kExchange) {
+        if (flight_->tunnel && flight_->exchange) {  // half-close: pass it on
+          flight_->body_done = true;
+          Exchange* exchange = flight_->exchange;
+          exchange->on_body({}, true);
+          return;
+        }
+        close_now();  // the client left before its answer: abort the exchange
+        return;
+      }
       if (pending_) {
         keep_alive_ = false;  // finish writing, then close
         return;
@@ -157,27 +201,26 @@ void Connection::on_readable() {
 }
 
 void Connection::process() {
-  while (state_ != State::kClosed && state_ != State::kLinger && !pending_) {
-    bool progressed = false;
-    switch (state_) {
-      case State::kHead:
-        progressed = process_head();
-        break;
-      case State::kBody:
-        progressed = process_body();
-        break;
-      default:
-        break;
+  for (;;) {
+    if (state_ == State::kExchange) {
+      process_exchange_input();
+      if (state_ != State::kHead) break;  // still in flight (or closed)
     }
-    if (!progressed || !keep_alive_) break;
-    // Many pipelined responses: send what we have so the scratch buffer stays small.
-    if (worker_.scratch_output().bytes().size() > 64 * 1024) flush();
+    in_process_ = true;
+    while ((state_ == State::kHead || state_ == State::kBody) && !pending_) {
+      bool progressed = state_ == State::kHead ? process_head() : process_body();
+      if (!progressed || !keep_alive_ || state_ == State::kExchange) break;
+      // Many pipelined responses: send what we have so the scratch buffer stays small.
+      if (worker_.scratch_output().bytes().size() > 64 * 1024) flush();
+    }
+    in_process_ = false;
+    if (state_ != State::kExchange || pending_) break;
+    // An exchange started: hand it the body bytes already here.
   }
-  if (state_ == State::kClosed || pending_) return;
-  if (!worker_.scratch_output().empty()) {
-    flush();
-    if (state_ == State::kClosed || pending_) return;
-  }
+  if (state_ == State::kClosed) return;
+  // The scratch queue is shared by the worker's connections: never leave bytes in it.
+  if (!worker_.scratch_output().empty()) queue_scratch_output();
+  if (state_ == State::kClosed || pending_ || state_ == State::kExchange) return;
   if (!keep_alive_ && state_ != State::kLinger && state_ != State::kBody) finish_closing();
 }
 
@@ -242,6 +285,10 @@ void Connection::handle_request(size_t head_length) {
       }
     }
   }
+  if (route && route->stream && request.target != "*" && method_allowed(request, *route)) {
+    start_exchange(request, site, *route);
+    return;
+  }
   if (!request.has_body()) {
     dispatch(request, site, route);
     return;
@@ -273,6 +320,12 @@ void Connection::handle_request(size_t head_length) {
   state_ = State::kBody;
 }
 
+bool Connection::method_allowed(const Request& request, const RouteRuntime& route) const {
+  const std::vector<std::string>& methods = route.config->methods;
+  return methods.empty() ||
+         std::find(methods.begin(), methods.end(), request.method_text) != methods.end();
+}
+
 void Connection::dispatch(Request& request, SiteRuntime& site, const RouteRuntime* route) {
   Response& response = worker_.scratch_response();
   response.clear();
@@ -281,9 +334,7 @@ void Connection::dispatch(Request& request, SiteRuntime& site, const RouteRuntim
     response.add_header("Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS");
   } else if (!route) {
     response.set_status(404);
-  } else if (!route->config->methods.empty() &&
-             std::find(route->config->methods.begin(), route->config->methods.end(),
-                       request.method_text) == route->config->methods.end()) {
+  } else if (!method_allowed(request, *route)) {
     std::string allow;
     for (const std::string& m : route->config->methods)
       allow.append(allow.empty() ? "" : ", ").append(m);
@@ -386,12 +437,16 @@ void Connection::finish_response(const Request& request, Response& response, Sit
     }
     if (!custom) default_error_body(response);
   }
-  const config::Limits& limits = worker_.limits();
-  bool keep = keep_alive_ && request.keep_alive && !response.closes_connection() &&
-              requests_ < limits.max_requests_per_connection && !worker_.draining() &&
-              !peer_closed_;
+  bool keep = keep_alive_allowed(request, response);
   if (!keep) keep_alive_ = false;
   write_head(&request, response, keep);
+  std::string& head = worker_.scratch_output().bytes();
+  if (status_has_body(status)) {
+    head.append("Content-Length: ");
+    append_decimal(head, response.body_length());
+    head.append("\r\n");
+  }
+  head.append("\r\n");
 
   OutputQueue& out = worker_.scratch_output();
   if (!request.is_head() && status_has_body(status)) {
@@ -426,12 +481,12 @@ void Connection::write_head(const Request* request, Response& response, bool kee
   }
   out.append(response.prebuilt_headers());
   out.append(response.extra_headers());
-  if (status_has_body(status)) {
-    out.append("Content-Length: ");
-    append_decimal(out, response.body_length());
-    out.append("\r\n");
-  }
-  out.append("\r\n");
+}
+
+bool Connection::keep_alive_allowed(const Request& request, const Response& response) const {
+  return keep_alive_ && request.keep_alive && !response.closes_connection() &&
+         requests_ < worker_.limits().max_requests_per_connection && !worker_.draining() &&
+         !peer_closed_;
 }
 
 void Connection::flush() {
@@ -441,7 +496,7 @@ void Connection::flush() {
       if (pending_) {
         pending_.reset();
         event::TimerList::disarm(timer);
-        if (!keep_alive_) finish_closing();
+        if (!keep_alive_ && state_ != State::kExchange) finish_closing();
       }
       return;
     case OutputQueue::FlushResult::kBlocked:
@@ -461,6 +516,10 @@ void Connection::flush() {
 
 void Connection::become_idle_or_wait() {
   if (state_ == State::kClosed || state_ == State::kLinger || pending_) return;
+  if (state_ == State::kExchange) {
+    if (!ensure_registered()) close_now();
+    return;
+  }
   if (state_ == State::kHead && start_ == end_) {
     release_buffer();
     if (!keep_alive_) {
@@ -497,7 +556,8 @@ void Connection::finish_closing() {
 void Connection::on_timeout() {
   if (state_ == State::kClosed) return;
   bool mid_request =
-      !pending_ && ((state_ == State::kHead && start_ < end_) || state_ == State::kBody);
+      !pending_ && ((state_ == State::kHead && start_ < end_) || state_ == State::kBody ||
+                    (state_ == State::kExchange && !flight_->head_sent && !flight_->body_done));
   if (mid_request) {
     LOG_INFO("closing a connection: the client was too slow to send its request");
     ssize_t ignored = ::send(fd_, kTimeoutResponse.data(), kTimeoutResponse.size(), MSG_NOSIGNAL);
@@ -507,7 +567,7 @@ void Connection::on_timeout() {
 }
 
 void Connection::drain() {
-  if (state_ == State::kClosed) return;
+  if (state_ == State::kClosed) return;  // an exchange in flight finishes, then the close
   keep_alive_ = false;
   if (state_ == State::kHead && start_ == end_ && !pending_) close_now();
 }
@@ -515,6 +575,7 @@ void Connection::drain() {
 void Connection::close_now() {
   if (state_ == State::kClosed) return;
   state_ = State::kClosed;
+  abort_exchange();
   // Only the connection being processed can have bytes in the worker's scratch queue (every
   // other one flushed it before returning): they are ours and must not reach the next client.
   worker_.scratch_output().clear();
@@ -523,6 +584,7 @@ void Connection::close_now() {
   release_buffer();
   pending_.reset();
   body_wait_.reset();
+  flight_.reset();
   chunked_.reset();
   worker_.close_connection(this);
 }
@@ -535,7 +597,7 @@ bool Connection::ensure_registered() {
 }
 
 void Connection::release_buffer() {
-  if (!buffer_ || state_ == State::kBody) return;
+  if (!buffer_ || state_ == State::kBody || state_ == State::kExchange) return;
   worker_.buffers().release(buffer_);
   buffer_ = nullptr;
   start_ = end_ = 0;
@@ -543,6 +605,364 @@ void Connection::release_buffer() {
 
 void Connection::set_timer(event::TimerList& list) {
   list.arm(timer, worker_.clock().monotonic_ms);
+}
+
+// ---- Asynchronous handlers -------------------------------------------------------------------
+
+void Connection::start_exchange(Request& request, SiteRuntime& site, const RouteRuntime& route) {
+  flight_ = std::make_unique<InFlight>();
+  InFlight& f = *flight_;
+  f.request = request;
+  if (request.path.data() == request.path_storage.data())  // re-point at the copy's storage
+    f.request.path = f.request.path_storage;
+  f.routes = worker_.routes_ref();
+  f.site = &site;
+  f.origin = start_;
+  f.has_body = request.has_body();
+  f.body_done = !f.has_body;
+  f.remaining = request.chunked ? 0 : static_cast<uint64_t>(request.content_length);
+  if (request.chunked) chunked_ = std::make_unique<http1::ChunkedDecoder>();
+  if (local_len_ == 0) {
+    local_len_ = sizeof local_;
+    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&local_), &local_len_) != 0) local_len_ = 0;
+  }
+  f.request.local = local_len_ ? reinterpret_cast<const sockaddr*>(&local_) : nullptr;
+  f.request.local_len = local_len_;
+  state_ = State::kExchange;
+  event::TimerList::disarm(timer);
+  if (request.expect_continue && f.has_body && start_ == end_) {
+    worker_.scratch_output().append(kContinue);
+    queue_scratch_output();
+    if (state_ == State::kClosed) return;
+  }
+  Exchange* exchange = route.stream->start(f.request, *this);
+  // start() may have answered at once (respond/fail), ending the exchange already.
+  if (state_ == State::kExchange && flight_) flight_->exchange = exchange;
+}
+
+// Hands buffered body bytes (or tunnelled bytes) to the exchange. Returns false when nothing more
+// can be done now.
+bool Connection::process_exchange_input() {
+  if (state_ != State::kExchange) return false;
+  InFlight* f = flight_.get();
+  const uint64_t limit = worker_.limits().max_body_bytes;
+  while (state_ == State::kExchange && flight_.get() == f && f->exchange && !f->body_paused &&
+         (!f->body_done || f->tunnel) && start_ < end_) {
+    std::string_view input(buffer_ + start_, end_ - start_);
+    std::string_view data;
+    bool last = false;
+    if (f->tunnel) {
+      data = input;
+      start_ = end_;
+    } else if (chunked_) {
+      http1::ChunkedDecoder::Result r = chunked_->decode(input);
+      start_ += static_cast<uint32_t>(r.consumed);
+      if (r.status == http1::ChunkedDecoder::Status::kError) {
+        LOG_INFO("client sent a malformed chunked body");
+        abort_exchange();
+        if (f->head_sent) {
+          close_now();
+        } else {
+          flight_.reset();
+          chunked_.reset();
+          state_ = State::kHead;
+          start_ = end_;
+          respond_error(400, nullptr, nullptr);
+        }
+        return false;
+      }
+      data = r.data;
+      last = r.status == http1::ChunkedDecoder::Status::kDone;
+      if (r.consumed == 0 && !last) break;
+    } else {
+      size_t take = static_cast<size_t>(std::min<uint64_t>(input.size(), f->remaining));
+      data = input.substr(0, take);
+      start_ += static_cast<uint32_t>(take);
+      f->remaining -= take;
+      last = f->remaining == 0;
+    }
+    if (!f->tunnel) {
+      f->received += data.size();
+      if (f->received > limit) {  // a chunked body larger than allowed
+        abort_exchange();
+        if (f->head_sent) {
+          close_now();
+        } else {
+          Request request = f->request;
+          Ref<RouteTable> keep = f->routes;
+          SiteRuntime* site = f->site;
+          flight_.reset();
+          chunked_.reset();
+          state_ = State::kHead;
+          start_ = end_;
+          respond_error(413, &request, site);
+        }
+        return false;
+      }
+      if (last) {
+        f->body_done = true;
+        chunked_.reset();
+      }
+    }
+    if (data.empty() && !last) continue;
+    Exchange* exchange = f->exchange;
+    bool was_processing = in_process_;
+    in_process_ = true;  // if the exchange ends in on_body(), our caller carries on
+    bool more = exchange->on_body(data, last);
+    in_process_ = was_processing;
+    if (state_ != State::kExchange || flight_.get() != f) return false;  // it ended meanwhile
+    if (!more) f->body_paused = true;
+  }
+  if (state_ != State::kExchange || flight_.get() != f) return false;
+  // Keep the head where it is; move what is left (a partial chunk line) to just after it.
+  uint32_t left = end_ - start_;
+  if (start_ != f->origin && (!f->body_done || f->tunnel)) {
+    std::memmove(buffer_ + f->origin, buffer_ + start_, left);
+    start_ = f->origin;
+    end_ = f->origin + left;
+  }
+  if (!f->body_done && !f->body_paused && !f->tunnel) set_timer(worker_.body_timers);
+  if (f->body_done && !f->tunnel && timer.list == &worker_.body_timers)
+    event::TimerList::disarm(timer);
+  return true;
+}
+
+void Connection::on_exchange_ready(uint32_t readiness) {
+  InFlight* f = flight_.get();
+  if ((readiness & event::kOut) && pending_) {
+    flush();
+    if (state_ != State::kExchange || flight_.get() != f) return;
+    if (!pending_ && f->notify_writable && f->exchange) {
+      f->notify_writable = false;
+      Exchange* exchange = f->exchange;
+      exchange->on_writable();
+      if (state_ != State::kExchange || flight_.get() != f) return;
+    }
+  }
+  if (!(readiness & (event::kIn | event::kHangup))) return;
+  if (!f->tunnel && (f->body_done || f->body_paused)) {
+    if ((readiness & event::kHangup) && f->body_done) {
+      // The client closed (or half-closed) while waiting for its answer: give up on it.
+      close_now();
+      return;
+    }
+    read_blocked_ = true;
+    return;
+  }
+  on_readable();
+}
+
+void Connection::resume_body() {
+  if (state_ != State::kExchange || !flight_) return;
+  InFlight* f = flight_.get();
+  if (!f->body_paused) return;
+  f->body_paused = false;
+  process_exchange_input();
+  if (state_ == State::kHead) {  // ended (or failed on the body) while we fed it
+    continue_after_exchange();
+    return;
+  }
+  if (state_ != State::kExchange || flight_.get() != f || f->body_paused) return;
+  if (read_blocked_ || start_ == end_) {
+    read_blocked_ = false;
+    on_readable();
+  }
+}
+
+// Moves what the worker's scratch queue holds behind anything this connection still has pending,
+// then writes.
+void Connection::queue_scratch_output() {
+  OutputQueue& scratch = worker_.scratch_output();
+  if (pending_ && !scratch.empty()) pending_->append_queue(scratch);
+  flush();
+}
+
+// Writes on behalf of the exchange that is calling us. A failed write closes the connection; the
+// exchange learns it from our return value, never from a re-entrant on_abort().
+bool Connection::write_for_exchange() {
+  Exchange* exchange = flight_->exchange;
+  flight_->exchange = nullptr;
+  queue_scratch_output();
+  if (state_ != State::kExchange) return false;
+  flight_->exchange = exchange;
+  return true;
+}
+
+bool Connection::head_sent() const {
+  return flight_ && flight_->head_sent;
+}
+
+void Connection::respond(Response& response) {
+  if (state_ != State::kExchange || !flight_) return;
+  InFlight& f = *flight_;
+  f.exchange = nullptr;
+  if (!f.body_done) {  // answered before the whole body arrived: the rest cannot be trusted
+    keep_alive_ = false;
+    linger_on_close_ = true;
+  }
+  finish_response(f.request, response, f.site);
+  queue_scratch_output();
+  end_exchange();
+}
+
+bool Connection::send_head(Response& head, int64_t content_length) {
+  if (state_ != State::kExchange || !flight_) return false;
+  InFlight& f = *flight_;
+  const Request& request = f.request;
+  const int status = head.status();
+  f.head_sent = true;
+  f.status = status;
+  std::string& out = worker_.scratch_output().bytes();
+  if (status == 101) {
+    f.tunnel = true;
+    f.body_done = true;
+    chunked_.reset();
+    out.append(status_line(101));
+    out.append(worker_.date_and_server_lines());
+    out.append(head.extra_headers());
+    out.append("\r\n");
+    keep_alive_ = false;
+    event::TimerList::disarm(timer);
+  } else {
+    f.body_allowed = !request.is_head() && status_has_body(status);
+    bool keep = keep_alive_allowed(request, head);
+    std::string_view framing;
+    std::string length_line;
+    if (!status_has_body(status)) {
+      // no framing header at all
+    } else if (content_length >= 0) {
+      length_line = "Content-Length: ";
+      append_decimal(length_line, static_cast<uint64_t>(content_length));
+      length_line.append("\r\n");
+      framing = length_line;
+    } else if (request.is_head()) {
+      // the length is unknown and there is no body: nothing to announce
+    } else if (request.version_minor >= 1) {
+      framing = "Transfer-Encoding: chunked\r\n";
+      f.chunked_out = true;
+    } else {
+      keep = false;  // HTTP/1.0 and no length: the end of the body is the close
+    }
+    if (!f.body_done) keep = false;
+    if (!keep) keep_alive_ = false;
+    write_head(&request, head, keep);
+    out.append(framing);
+    out.append("\r\n");
+    if (f.body_allowed) {  // a body the exchange put into the head response goes first
+      for (const Response::Segment& s : head.segments())
+        if (s.kind != Response::Segment::Kind::kFile)
+          out.append(s.kind == Response::Segment::Kind::kOwned
+                         ? head.owned_bytes(s)
+                         : std::string_view(s.data, s.length));
+    }
+  }
+  // In a tunnel, bytes the client sent with its handshake go out with its next bytes (clients
+  // wait for the 101 before they send, RFC 6455 4.1).
+  return write_for_exchange();
+}
+
+Downstream::Sent Connection::send_body(std::string_view bytes) {
+  if (state_ != State::kExchange || !flight_) return Sent::kGone;
+  InFlight& f = *flight_;
+  if (bytes.empty()) return Sent::kMore;
+  if (!f.body_allowed && !f.tunnel) return Sent::kMore;
+  f.body_bytes_sent += bytes.size();
+  OutputQueue& queue = pending_ ? *pending_ : worker_.scratch_output();
+  std::string& out = queue.bytes();
+  if (f.chunked_out) {
+    char size_line[20];
+    int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", bytes.size());
+    out.append(size_line, static_cast<size_t>(n));
+    out.append(bytes);
+    out.append("\r\n");
+  } else {
+    out.append(bytes);
+  }
+  if (pending_) {
+    if (pending_->pending_bytes() < kExchangeHighWater) return Sent::kMore;
+    f.notify_writable = true;
+    return Sent::kFull;
+  }
+  return write_for_exchange() ? Sent::kMore : Sent::kGone;
+}
+
+void Connection::finish() {
+  if (state_ != State::kExchange || !flight_) return;
+  InFlight& f = *flight_;
+  f.exchange = nullptr;
+  if (f.chunked_out) (pending_ ? *pending_ : worker_.scratch_output()).append("0\r\n\r\n");
+  if (f.site && f.site->access_log)
+    f.site->access_log->log(f.request, f.status, f.body_bytes_sent, worker_.clock().wall_seconds);
+  if (f.tunnel) {  // the upstream side of the tunnel closed: so do we, once the rest is out
+    keep_alive_ = false;
+    flight_.reset();
+    state_ = State::kHead;
+    start_ = end_;
+    if (!worker_.scratch_output().empty()) queue_scratch_output();
+    if (state_ != State::kClosed && !pending_) close_now();
+    return;
+  }
+  queue_scratch_output();
+  end_exchange();
+}
+
+void Connection::fail(int status) {
+  if (state_ != State::kExchange || !flight_) return;
+  InFlight& f = *flight_;
+  f.exchange = nullptr;
+  if (!f.head_sent) {
+    Response& response = worker_.scratch_response();
+    response.clear();
+    response.set_status(status);
+    if (status == 503) response.add_header("Retry-After", "1");
+    respond(response);
+    return;
+  }
+  // Part of the response is out: the client can only learn of the failure from the close.
+  if (f.site && f.site->access_log)
+    f.site->access_log->log(f.request, f.status, f.body_bytes_sent, worker_.clock().wall_seconds);
+  close_now();
+}
+
+void Connection::end_exchange() {
+  if (state_ != State::kExchange) return;
+  bool body_done = flight_->body_done;
+  flight_.reset();
+  chunked_.reset();
+  state_ = State::kHead;
+  if (!body_done) {
+    keep_alive_ = false;
+    linger_on_close_ = true;
+    start_ = end_;  // the rest of the body: never parsed as a request
+  }
+  if (!in_process_) continue_after_exchange();
+}
+
+// The exchange ended from an upstream event: carry on with this connection.
+void Connection::continue_after_exchange() {
+  if (state_ == State::kClosed) return;
+  if (!worker_.scratch_output().empty()) queue_scratch_output();
+  if (state_ == State::kClosed || pending_)
+    return;  // on_ready() goes on once the client has taken the response
+  if (!keep_alive_) {
+    finish_closing();
+    return;
+  }
+  process();
+  if (state_ != State::kHead || pending_) return;
+  if (read_blocked_) {
+    read_blocked_ = false;
+    on_readable();
+    return;
+  }
+  become_idle_or_wait();
+}
+
+void Connection::abort_exchange() {
+  if (!flight_ || !flight_->exchange) return;
+  Exchange* exchange = flight_->exchange;
+  flight_->exchange = nullptr;
+  exchange->on_abort();
 }
 
 }  // namespace peregrine::server

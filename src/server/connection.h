@@ -13,6 +13,7 @@
 #include "http/http1/parser.h"
 #include "peregrine/handler.h"
 #include "peregrine/response.h"
+#include "server/exchange.h"
 #include "server/output_queue.h"
 
 namespace peregrine::server {
@@ -21,8 +22,9 @@ class Worker;
 struct SiteRuntime;
 struct RouteRuntime;
 struct BodyWait;
+struct InFlight;
 
-class Connection final : public event::Pollable, public event::TimerOwner {
+class Connection final : public event::Pollable, public event::TimerOwner, public Downstream {
  public:
   Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len);
   ~Connection();
@@ -37,15 +39,26 @@ class Connection final : public event::Pollable, public event::TimerOwner {
   void close_now();
   bool closed() const { return state_ == State::kClosed; }
 
+  // ---- Downstream: what an asynchronous handler's exchange calls (see exchange.h) ----
+  void resume_body() override;
+  void respond(Response& response) override;
+  bool send_head(Response& head, int64_t content_length) override;
+  Sent send_body(std::string_view bytes) override;
+  void finish() override;
+  void fail(int status) override;
+  bool head_sent() const override;
+  Worker& worker() override { return worker_; }
+
   event::TimerNode timer;
   Connection* prev = nullptr;  // worker's list of live connections
   Connection* next = nullptr;
 
  private:
   enum class State : uint8_t {
-    kHead,    // waiting for / parsing a request head
-    kBody,    // reading a request body: kept for a handler that wants it, else dropped
-    kLinger,  // response sent, write side shut: draining what the client still sends
+    kHead,      // waiting for / parsing a request head
+    kBody,      // reading a request body: kept for a handler that wants it, else dropped
+    kExchange,  // an asynchronous handler owns the request (InFlight); the body streams to it
+    kLinger,    // response sent, write side shut: draining what the client still sends
     kClosed,
   };
 
@@ -55,9 +68,21 @@ class Connection final : public event::Pollable, public event::TimerOwner {
   bool process_body();
   void handle_request(size_t head_length);
   void dispatch(Request& request, SiteRuntime& site, const RouteRuntime* route);
+  bool method_allowed(const Request& request, const RouteRuntime& route) const;
+  void start_exchange(Request& request, SiteRuntime& site, const RouteRuntime& route);
+  bool process_exchange_input();
+  void on_exchange_ready(uint32_t readiness);
+  void end_exchange();
+  void continue_after_exchange();
+  void queue_scratch_output();
+  bool write_for_exchange();
+  void abort_exchange();
   void respond_error(int status, const Request* request, SiteRuntime* site);
   void finish_response(const Request& request, Response& response, SiteRuntime* site);
+  // Status line, Date/Server, Connection and the response's headers; the caller adds the framing
+  // header (Content-Length / Transfer-Encoding) and the blank line.
   void write_head(const Request* request, Response& response, bool keep_alive);
+  bool keep_alive_allowed(const Request& request, const Response& response) const;
   void flush();
   void become_idle_or_wait();
   void finish_closing();
@@ -73,6 +98,7 @@ class Connection final : public event::Pollable, public event::TimerOwner {
   bool peer_closed_ = false;      // read returned 0
   bool read_blocked_ = false;     // readable data left unread while output was blocked
   bool linger_on_close_ = false;  // closing on an error: the client may still be sending
+  bool in_process_ = false;       // process() is on the stack: it continues after an exchange
   uint32_t requests_ = 0;
   char* buffer_ = nullptr;
   uint32_t start_ = 0;                    // first unconsumed byte
@@ -81,12 +107,15 @@ class Connection final : public event::Pollable, public event::TimerOwner {
   http1::RequestParser parser_;
   std::unique_ptr<http1::ChunkedDecoder> chunked_;
   std::unique_ptr<BodyWait> body_wait_;
+  std::unique_ptr<InFlight> flight_;  // kExchange
   union {
     sockaddr sa;
     sockaddr_in v4;
     sockaddr_in6 v6;
   } peer_{};
   socklen_t peer_len_ = 0;
+  sockaddr_storage local_{};  // our end of the connection, looked up once for CGI parameters
+  socklen_t local_len_ = 0;
 };
 
 }  // namespace peregrine::server

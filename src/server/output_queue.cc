@@ -66,6 +66,17 @@ void OutputQueue::take_remainder(OutputQueue& other) {
   other.clear();
 }
 
+void OutputQueue::append_queue(OutputQueue& other) {
+  const size_t base = bytes_.size();
+  bytes_.append(other.bytes_, other.sent_);
+  for (size_t i = other.next_cut_; i < other.cuts_.size(); ++i) {
+    Cut cut = std::move(other.cuts_[i]);
+    cut.before = base + (cut.before > other.sent_ ? cut.before - other.sent_ : 0);
+    cuts_.push_back(std::move(cut));
+  }
+  other.clear();
+}
+
 void OutputQueue::clear() {
   bytes_.clear();
   sent_ = 0;

@@ -28,6 +28,8 @@ class OutputQueue {
   FlushResult flush(int fd);
   // Moves the unsent remainder of `other` into this (empty) queue; `other` is left empty.
   void take_remainder(OutputQueue& other);
+  // Appends the unsent remainder of `other` after what this queue holds; `other` is left empty.
+  void append_queue(OutputQueue& other);
   void clear();
 
  private:

@@ -1,21 +1,48 @@
 #include "server/route_table.h"
 
+#include "handlers/fastcgi/fastcgi_handler.h"
 #include "handlers/return/return_handler.h"
 #include "http/router.h"
 
 namespace peregrine::server {
 
-Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config, const Clock& clock,
-                                  const HandlerRegistry& registry, AccessLogWriter& log_writer,
-                                  std::string* error) {
+namespace {
+
+std::string position(const config::Route& route) {
+  return route.pos.file + ":" + std::to_string(route.pos.line) + ":" +
+         std::to_string(route.pos.column);
+}
+
+}  // namespace
+
+RouteTable::~RouteTable() {
+  // Handlers and probes refer to the groups: they go first.
+  probes_.clear();
+  sites_.clear();
+  groups_.clear();
+}
+
+Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
+                                  const WorkerEnv& env, const HandlerRegistry& registry,
+                                  AccessLogWriter& log_writer, std::string* error) {
+  const Clock& clock = env.clock;
   Ref<RouteTable> table(new RouteTable);
   table->config_ = config;
+  for (const config::UpstreamGroup& group : config->upstreams)
+    table->groups_.push_back(std::make_unique<upstream::GroupRuntime>(group, env.poller, env.timers,
+                                                                      env.clock, env.workers));
+  auto find_group = [&](const std::string& name) -> upstream::GroupRuntime* {
+    for (auto& g : table->groups_)
+      if (g->config().name == name) return g.get();
+    return nullptr;
+  };
   table->mime_ = std::make_unique<static_files::MimeTable>(config->mime_types);
   table->sites_.reserve(config->sites.size());
   for (const config::Site& site : config->sites) {
     SiteRuntime runtime{&site, {}, nullptr, nullptr};
     for (const config::Route& route : site.routes) {
       std::shared_ptr<Handler> handler;
+      StreamHandler* stream = nullptr;
       switch (route.handler) {
         case config::HandlerKind::kStatic: {
           std::string strip = route.static_files.alias ? route.pattern : std::string();
@@ -35,15 +62,34 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config, 
         case config::HandlerKind::kApplication: {
           auto it = registry.find(route.handler_name);
           if (it == registry.end() || !(handler = it->second())) {
-            *error = route.pos.file + ":" + std::to_string(route.pos.line) + ":" +
-                     std::to_string(route.pos.column) + ": no handler named '" +
-                     route.handler_name + "' is registered";
+            *error =
+                position(route) + ": no handler named '" + route.handler_name + "' is registered";
             return {};
           }
           break;
         }
+        case config::HandlerKind::kFastcgi: {
+          upstream::GroupRuntime* group = find_group(route.fastcgi.upstream);
+          if (!group) {
+            *error = position(route) + ": no upstream named '" + route.fastcgi.upstream + "'";
+            return {};
+          }
+          auto gateway =
+              std::make_shared<fastcgi::FastcgiHandler>(route, site, *group, *table->mime_, env);
+          if (!gateway->ok()) {
+            *error = position(route) + ": cannot open root " + route.fastcgi.root;
+            return {};
+          }
+          stream = gateway.get();
+          handler = std::move(gateway);
+          break;
+        }
+        case config::HandlerKind::kProxy: {
+          *error = position(route) + ": the proxy handler is not built yet";
+          return {};
+        }
       }
-      runtime.routes.push_back({&route, std::move(handler)});
+      runtime.routes.push_back({&route, std::move(handler), stream});
     }
     if (!site.error_pages.empty() && !site.static_files.root.empty()) {
       config::StaticOptions pages = site.static_files;

@@ -11,11 +11,15 @@
 
 #include "config/config.h"
 #include "core/clock.h"
+#include "event/poller.h"
+#include "event/timer_set.h"
 #include "handlers/static/mime.h"
 #include "handlers/static/static_handler.h"
 #include "peregrine/handler.h"
 #include "peregrine/ref_counted.h"
 #include "server/access_log.h"
+#include "server/exchange.h"
+#include "upstream/group_runtime.h"
 
 namespace peregrine::server {
 
@@ -27,6 +31,15 @@ using HandlerRegistry = std::map<std::string, HandlerFactory, std::less<>>;
 struct RouteRuntime {
   const config::Route* config;
   std::shared_ptr<Handler> handler;
+  StreamHandler* stream = nullptr;  // set for asynchronous handlers (FastCGI, proxy)
+};
+
+// What asynchronous handlers need from the worker that builds the table.
+struct WorkerEnv {
+  event::Poller& poller;
+  event::TimerSet& timers;
+  const Clock& clock;
+  int workers;
 };
 
 struct SiteRuntime {
@@ -40,9 +53,10 @@ class RouteTable : public RefCounted {
  public:
   // Fails (returns null, `error` set) when a handler cannot be set up, e.g. an application
   // handler name nobody registered.
-  static Ref<RouteTable> build(std::shared_ptr<const config::Config> config, const Clock& clock,
+  static Ref<RouteTable> build(std::shared_ptr<const config::Config> config, const WorkerEnv& env,
                                const HandlerRegistry& registry, AccessLogWriter& log_writer,
                                std::string* error);
+  ~RouteTable() override;
 
   const config::Config& config() const { return *config_; }
   SiteRuntime& site_for(std::string_view host);
@@ -54,6 +68,8 @@ class RouteTable : public RefCounted {
   std::shared_ptr<const config::Config> config_;
   std::unique_ptr<static_files::MimeTable> mime_;
   std::vector<SiteRuntime> sites_;
+  std::vector<std::unique_ptr<upstream::GroupRuntime>> groups_;  // one per Config::upstreams
+  std::vector<std::shared_ptr<void>> probes_;                    // active health checkers
 };
 
 }  // namespace peregrine::server

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "event/deferred.h"
 #include "http/http_date.h"
 #include "server/connection.h"
 
@@ -88,7 +89,7 @@ Worker::Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config
       buffers_(config->limits.max_header_bytes + 4096) {
   for (int fd : listen_fds) listeners_.push_back(std::make_unique<Listener>(*this, fd));
   clock_.update();
-  routes_ = RouteTable::build(std::move(config), clock_, registry_, log_writer_, &error_);
+  routes_ = RouteTable::build(std::move(config), env(), registry_, log_writer_, &error_);
   if (!routes_) return;
   scratch_output_.bytes().reserve(64 * 1024);
   refresh_date();
@@ -146,7 +147,7 @@ void Worker::handle_mail() {
   }
   if (config) {
     std::string error;
-    Ref<RouteTable> table = RouteTable::build(config, clock_, registry_, log_writer_, &error);
+    Ref<RouteTable> table = RouteTable::build(config, env(), registry_, log_writer_, &error);
     if (table) {
       routes_->flush_logs();
       routes_ = table;  // connections mid-request hold the old table until they finish
@@ -226,6 +227,7 @@ void Worker::run_timers() {
        {&header_timers, &keepalive_timers, &body_timers, &send_timers, &linger_timers}) {
     while (event::TimerNode* node = list->pop_expired(now)) node->owner->on_timeout();
   }
+  upstream_timers.run(now);
 }
 
 void Worker::start_drain() {
@@ -259,6 +261,8 @@ void Worker::run() {
       int64_t next = list->next_in(clock_.monotonic_ms);
       if (next >= 0 && next < timeout) timeout = next;
     }
+    int64_t next = upstream_timers.next_in(clock_.monotonic_ms);
+    if (next >= 0 && next < timeout) timeout = next;
     int n = poller_->wait(static_cast<int>(timeout), events, kEvents);
     clock_.update();
     if (clock_.wall_seconds != date_second_) {
@@ -267,11 +271,13 @@ void Worker::run() {
     }
     for (int i = 0; i < n; ++i) events[i].target->on_ready(events[i].readiness);
     run_timers();
+    event::dispose_pending();
     for (Connection* c : closed_) delete c;
     closed_.clear();
     if (draining_ && (connection_count_ == 0 || clock_.monotonic_ms >= drain_deadline_ms_)) break;
   }
   stop_now();
+  event::dispose_pending();
   for (Connection* c : closed_) delete c;
   closed_.clear();
 }

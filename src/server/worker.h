@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "event/poller.h"
 #include "event/timer_list.h"
+#include "event/timer_set.h"
 #include "peregrine/request.h"
 #include "peregrine/response.h"
 #include "server/output_queue.h"
@@ -81,12 +82,14 @@ class Worker {
   Response& scratch_response() { return scratch_response_; }
   std::string_view date_and_server_lines() const { return date_server_; }
   bool draining() const { return draining_; }
+  WorkerEnv env() { return {*poller_, upstream_timers, clock_, total_workers_}; }
 
   event::TimerList header_timers{0};
   event::TimerList keepalive_timers{0};
   event::TimerList body_timers{0};
   event::TimerList send_timers{0};
   event::TimerList linger_timers{0};
+  event::TimerSet upstream_timers;  // durations from the config: upstream timeouts, queues, pools
 
  private:
   class Mailbox;

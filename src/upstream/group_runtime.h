@@ -99,7 +99,7 @@ class GroupRuntime {
   struct IdleConnection;
   struct Slots {
     uint32_t in_use = 0;
-    uint32_t cap = 0;  // 0 = unlimited
+    uint32_t cap = 0;                // 0 = unlimited
     IdleConnection* idle = nullptr;  // most recently used first
     size_t idle_count = 0;
   };

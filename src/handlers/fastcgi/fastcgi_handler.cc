@@ -1,0 +1,902 @@
+#include "handlers/fastcgi/fastcgi_handler.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/log.h"
+#include "core/strings.h"
+#include "event/deferred.h"
+#include "handlers/fastcgi/protocol.h"
+#include "http/status.h"
+
+namespace peregrine::fastcgi {
+
+namespace {
+
+constexpr uint16_t kRequestId = 1;
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kStdinHighWater = 128 * 1024;  // encoded body waiting for php-fpm: pause beyond
+constexpr int64_t kBacklogRetryMs = 5;
+constexpr size_t kReplayLimit =
+    256 *
+    1024;  // request bytes kept for a retry  // php-fpm's listen backlog full: try again this soon
+
+// "1.2.3.4" / "::1" and the port of a socket address.
+void format_address(const sockaddr* sa, std::string& ip, std::string& port) {
+  char text[INET6_ADDRSTRLEN] = "";
+  uint16_t p = 0;
+  if (sa && sa->sa_family == AF_INET) {
+    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    p = ntohs(in->sin_port);
+  } else if (sa && sa->sa_family == AF_INET6) {
+    auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
+    p = ntohs(in6->sin6_port);
+  }
+  ip = text;
+  port = std::to_string(p);
+}
+
+// HTTP_ACCEPT_LANGUAGE for Accept-Language.
+void cgi_header_name(std::string_view name, std::string& out) {
+  out.assign("HTTP_");
+  for (char c : name) {
+    if (c == '-')
+      out.push_back('_');
+    else if (c >= 'a' && c <= 'z')
+      out.push_back(static_cast<char>(c - 'a' + 'A'));
+    else
+      out.push_back(c);
+  }
+}
+
+bool is_hop_by_hop_response_header(std::string_view name) {
+  return ascii_iequals(name, "Connection") || ascii_iequals(name, "Keep-Alive") ||
+         ascii_iequals(name, "Transfer-Encoding") || ascii_iequals(name, "Content-Length") ||
+         ascii_iequals(name, "Upgrade") || ascii_iequals(name, "Trailer") ||
+         ascii_iequals(name, "TE");
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// One request in flight to php-fpm.
+class FastcgiExchange final : public server::Exchange,
+                              public event::Pollable,
+                              public upstream::Waiter,
+                              public event::Disposable {
+ public:
+  FastcgiExchange(FastcgiHandler& handler, const Request& request, server::Downstream& downstream,
+                  Target target)
+      : handler_(handler),
+        group_(handler.group_),
+        request_(request),
+        downstream_(downstream),
+        target_(std::move(target)),
+        head_parser_(CgiHeadParser::kDefaultMaxHead) {
+    io_timer_owner_.exchange = this;
+    io_timer_.owner = &io_timer_owner_;
+  }
+
+  // Returns false when the exchange already ended (answered or failed).
+  bool begin();
+
+  // server::Exchange
+  bool on_body(std::string_view bytes, bool last) override;
+  void on_writable() override;
+  void on_abort() override;
+
+  // event::Pollable
+  void on_ready(uint32_t readiness) override;
+
+  // upstream::Waiter
+  void on_slot_ready() override;
+  void on_queue_timeout() override;
+
+ private:
+  enum class Phase : uint8_t { kCollecting, kQueued, kConnecting, kActive, kDone };
+  struct IoTimerOwner final : event::TimerOwner {
+    FastcgiExchange* exchange = nullptr;
+    void on_timeout() override { exchange->on_io_timeout(); }
+  };
+
+  bool try_acquire();
+  void connect_upstream();
+  void on_connected();
+  void encode_request_head();
+  bool write_upstream();
+  void read_upstream();
+  bool process_input();
+  bool handle_stdout(std::string_view data);
+  bool start_streaming();
+  void complete(bool reusable);
+  void upstream_failed(int status, const char* what, bool retryable);
+  void on_io_timeout();
+  void arm_io_timer(config::Millis timeout);
+  void close_upstream();
+  void release_slot();
+  void end();
+  const config::UpstreamServer& server() const { return group_.server(server_); }
+
+  FastcgiHandler& handler_;
+  upstream::GroupRuntime& group_;
+  const Request& request_;
+  server::Downstream& downstream_;
+  Target target_;
+  Phase phase_ = Phase::kCollecting;
+  upstream::TriedSet tried_;
+  size_t server_ = 0;
+  bool has_slot_ = false;
+  int fd_ = -1;
+  bool registered_ = false;
+  bool reused_ = false;  // the connection came from the pool (may be stale)
+  uint32_t uses_ = 0;
+  int64_t started_ms_ = 0;
+  event::TimerNode io_timer_;
+  IoTimerOwner io_timer_owner_;
+
+  // Request side: encoded records waiting for the socket.
+  std::string out_;
+  size_t out_sent_ = 0;
+  bool stdin_done_ = false;
+  bool body_paused_ = false;  // we told the connection to stop sending body bytes
+  std::string chunked_body_;  // chunked requests: the whole body, to know CONTENT_LENGTH
+  bool any_response_byte_ = false;
+  // out_ still holds every byte of the request written so far, so it can be sent again on a
+  // fresh connection (a pooled one turned out stale, or the next server). Dropped beyond a size.
+  bool replayable_ = true;
+  bool sent_any_ = false;  // some of the request reached a back end
+
+  // Response side.
+  std::unique_ptr<char[]> in_;
+  size_t in_start_ = 0;
+  size_t in_end_ = 0;
+  Decoder decoder_{kRequestId};
+  CgiHeadParser head_parser_;
+  bool head_done_ = false;
+  bool streaming_ = false;
+  bool client_full_ = false;  // send_body() said kFull: stop reading php-fpm
+  bool ended_stdout_ = false;
+  std::string body_;  // buffered response body (up to buffer_bytes)
+  Response response_;
+};
+
+bool FastcgiExchange::begin() {
+  started_ms_ = handler_.env_.clock.monotonic_ms;
+  tried_ = upstream::TriedSet(group_.config().servers.size());
+  if (request_.chunked) {  // PHP needs CONTENT_LENGTH: read the whole body first (bounded)
+    phase_ = Phase::kCollecting;
+    return true;
+  }
+  encode_request_head();
+  return try_acquire();
+}
+
+bool FastcgiExchange::try_acquire() {
+  std::string ip, port;
+  upstream::PickContext context{handler_.env_.clock.monotonic_ms, {}, request_.path};
+  if (group_.config().balance == config::Balance::kIpHash) {
+    format_address(request_.peer, ip, port);
+    context.client_ip = ip;
+  }
+  switch (group_.acquire(context, tried_, *this, &server_)) {
+    case upstream::GroupRuntime::Acquire::kReady:
+      has_slot_ = true;
+      tried_.insert(server_);
+      connect_upstream();
+      return phase_ != Phase::kDone;
+    case upstream::GroupRuntime::Acquire::kQueued:
+      phase_ = Phase::kQueued;
+      return true;
+    case upstream::GroupRuntime::Acquire::kQueueFull:
+      LOG_WARN("fastcgi upstream %s: wait queue full (%zu), answering 503 to %.*s",
+               group_.config().name.c_str(), group_.queued(),
+               static_cast<int>(request_.target.size()), request_.target.data());
+      phase_ = Phase::kDone;
+      downstream_.fail(503);
+      end();
+      return false;
+    case upstream::GroupRuntime::Acquire::kUnavailable:
+      LOG_ERROR("fastcgi upstream %s: no server available for %.*s", group_.config().name.c_str(),
+                static_cast<int>(request_.target.size()), request_.target.data());
+      phase_ = Phase::kDone;
+      downstream_.fail(502);
+      end();
+      return false;
+  }
+  return false;
+}
+
+void FastcgiExchange::on_slot_ready() {
+  if (phase_ != Phase::kQueued) return;
+  try_acquire();
+}
+
+void FastcgiExchange::on_queue_timeout() {
+  if (phase_ != Phase::kQueued && phase_ != Phase::kConnecting) return;
+  LOG_WARN("fastcgi upstream %s: %.*s waited %lld ms for a free php-fpm slot: 503",
+           group_.config().name.c_str(), static_cast<int>(request_.target.size()),
+           request_.target.data(), static_cast<long long>(group_.config().queue_timeout.count()));
+  close_upstream();
+  release_slot();
+  phase_ = Phase::kDone;
+  downstream_.fail(503);
+  end();
+}
+
+void FastcgiExchange::connect_upstream() {
+  phase_ = Phase::kConnecting;
+  reused_ = false;
+  fd_ = group_.take_idle(server_, &uses_);
+  if (fd_ >= 0) {
+    reused_ = true;
+    on_connected();
+    return;
+  }
+  uses_ = 0;
+  fd_ = upstream::connect_to(server());
+  if (fd_ < 0) {
+    if (errno == EAGAIN) {
+      // php-fpm's listen backlog is full: keep the request waiting (bounded by queue_timeout)
+      // instead of failing it, like a queued one.
+      if (handler_.env_.clock.monotonic_ms - started_ms_ >= group_.config().queue_timeout.count()) {
+        on_queue_timeout();
+        return;
+      }
+      handler_.env_.timers.arm(io_timer_, kBacklogRetryMs, handler_.env_.clock.monotonic_ms);
+      return;
+    }
+    upstream_failed(502, std::strerror(errno), true);
+    return;
+  }
+  if (!handler_.env_.poller.add(fd_, event::kReadable | event::kWritable | event::kEdgeTriggered,
+                                this)) {
+    upstream_failed(502, "cannot watch the socket", false);
+    return;
+  }
+  registered_ = true;
+  arm_io_timer(group_.config().connect_timeout);
+  // Writability tells us the connect finished; on_ready() then calls on_connected().
+}
+
+void FastcgiExchange::on_connected() {
+  phase_ = Phase::kActive;
+  if (!registered_) {
+    if (!handler_.env_.poller.add(fd_, event::kReadable | event::kWritable | event::kEdgeTriggered,
+                                  this) &&
+        !handler_.env_.poller.modify(
+            fd_, event::kReadable | event::kWritable | event::kEdgeTriggered, this)) {
+      upstream_failed(502, "cannot watch the socket", false);
+      return;
+    }
+    registered_ = true;
+  }
+  if (!in_) in_ = std::make_unique<char[]>(kReadChunk);
+  arm_io_timer(group_.config().send_timeout);
+  if (!write_upstream()) return;
+  // A response may already be waiting only on a fresh event; reading now costs one EAGAIN.
+}
+
+void FastcgiExchange::encode_request_head() {
+  const Request& r = request_;
+  const std::string& root = handler_.root_;
+  std::string& out = out_;
+  out.reserve(1024);
+  append_begin_request(out, kRequestId, true);
+  {
+    StreamEncoder params(out, RecordType::kParams, kRequestId);
+    std::string script_filename = root + target_.script_name;
+    params.add("SCRIPT_FILENAME", script_filename);
+    params.add("SCRIPT_NAME", target_.script_name);
+    if (!target_.path_info.empty()) {
+      params.add("PATH_INFO", target_.path_info);
+      params.add("PATH_TRANSLATED", root + target_.path_info);
+    }
+    params.add("QUERY_STRING", target_.query);
+    params.add("REQUEST_METHOD", r.method_text);
+    params.add("REQUEST_URI", r.target);
+    params.add("DOCUMENT_URI", target_.script_name + target_.path_info);
+    params.add("DOCUMENT_ROOT", root);
+    params.add("REQUEST_SCHEME", "http");
+    if (auto type = r.header("Content-Type")) params.add("CONTENT_TYPE", *type);
+    std::string length;
+    if (r.chunked)
+      length = std::to_string(chunked_body_.size());
+    else if (r.content_length >= 0)
+      length = std::to_string(r.content_length);
+    params.add("CONTENT_LENGTH", length);
+    std::string_view host = r.host;
+    if (!host.empty() && host.front() != '[') {
+      size_t colon = host.rfind(':');
+      if (colon != std::string_view::npos) host = host.substr(0, colon);
+    } else if (!host.empty()) {
+      size_t close = host.find(']');
+      if (close != std::string_view::npos) host = host.substr(0, close + 1);
+    }
+    if (host.empty() && !handler_.site_.hosts.empty()) host = handler_.site_.hosts.front();
+    params.add("SERVER_NAME", host);
+    std::string ip, port;
+    format_address(r.local, ip, port);
+    params.add("SERVER_ADDR", ip);
+    params.add("SERVER_PORT", port);
+    format_address(r.peer, ip, port);
+    params.add("REMOTE_ADDR", ip);
+    params.add("REMOTE_PORT", port);
+    params.add("SERVER_PROTOCOL", r.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
+    params.add("SERVER_SOFTWARE", "peregrine");
+    params.add("GATEWAY_INTERFACE", "CGI/1.1");
+    params.add("REDIRECT_STATUS", "200");
+    std::string& name = handler_.scratch_;
+    for (const Header& h : r.header_list()) {
+      // CONTENT_TYPE/LENGTH are passed above; "Proxy" would become HTTP_PROXY, which CGI
+      // programs take for their outgoing proxy (httpoxy).
+      if (ascii_iequals(h.name, "Content-Type") || ascii_iequals(h.name, "Content-Length") ||
+          ascii_iequals(h.name, "Proxy"))
+        continue;
+      cgi_header_name(h.name, name);
+      params.add(name, h.value);
+    }
+    for (const auto& [key, value] : handler_.options_.params) params.add(key, value);
+  }
+  append_params_end(out, kRequestId);
+  if (!r.has_body()) {
+    append_stdin_end(out, kRequestId);
+    stdin_done_ = true;
+  } else if (r.chunked) {
+    append_stdin(out, kRequestId, chunked_body_);
+    append_stdin_end(out, kRequestId);
+    stdin_done_ = true;
+    std::string().swap(chunked_body_);
+  }
+}
+
+bool FastcgiExchange::on_body(std::string_view bytes, bool last) {
+  if (phase_ == Phase::kDone) return false;
+  if (phase_ == Phase::kCollecting) {  // chunked request body: collect, then go
+    chunked_body_.append(bytes);
+    if (!last) return true;
+    encode_request_head();
+    try_acquire();
+    return true;
+  }
+  if (!replayable_ && out_sent_ == out_.size()) {  // reuse the buffer's start
+    out_.clear();
+    out_sent_ = 0;
+  }
+  if (!bytes.empty()) append_stdin(out_, kRequestId, bytes);
+  if (last) {
+    append_stdin_end(out_, kRequestId);
+    stdin_done_ = true;
+  }
+  if (phase_ == Phase::kActive && !write_upstream()) return false;
+  if (out_.size() - out_sent_ > kStdinHighWater) {
+    body_paused_ = true;
+    return false;
+  }
+  return true;
+}
+
+// Writes what is encoded. Returns false when the exchange failed (and ended).
+bool FastcgiExchange::write_upstream() {
+  while (out_sent_ < out_.size()) {
+    ssize_t n = ::send(fd_, out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL);
+    if (n > 0) {
+      out_sent_ += static_cast<size_t>(n);
+      sent_any_ = true;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      arm_io_timer(group_.config().send_timeout);
+      return true;
+    }
+    // A pooled connection php-fpm closed meanwhile: retry on a fresh one, not a failure.
+    upstream_failed(502, n < 0 ? std::strerror(errno) : "connection closed", true);
+    return false;
+  }
+  if (!replayable_ || any_response_byte_ || out_.size() > kReplayLimit) {
+    out_.clear();
+    out_sent_ = 0;
+    replayable_ = false;
+  }
+  if (stdin_done_) arm_io_timer(group_.config().read_timeout);
+  if (body_paused_) {
+    body_paused_ = false;
+    downstream_.resume_body();  // may call on_body() (and end us): nothing after this
+    return phase_ != Phase::kDone;
+  }
+  return true;
+}
+
+void FastcgiExchange::on_ready(uint32_t readiness) {
+  if (phase_ == Phase::kDone || fd_ < 0) return;
+  if (phase_ == Phase::kConnecting) {
+    int error = 0;
+    socklen_t len = sizeof error;
+    if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
+    if (error != 0) {
+      upstream_failed(502, std::strerror(error), true);
+      return;
+    }
+    if (!(readiness & (event::kOut | event::kIn | event::kHangup))) return;
+    on_connected();
+    if (phase_ != Phase::kActive) return;
+  }
+  if (readiness & event::kOut) {
+    if (out_sent_ < out_.size() && !write_upstream()) return;
+  }
+  if (readiness & (event::kIn | event::kHangup)) read_upstream();
+}
+
+void FastcgiExchange::read_upstream() {
+  while (phase_ == Phase::kActive && !client_full_) {
+    if (in_start_ < in_end_) {  // bytes left from a pause: finish them first
+      if (!process_input()) return;
+      continue;
+    }
+    in_start_ = in_end_ = 0;
+    ssize_t n = ::recv(fd_, in_.get(), kReadChunk, 0);
+    if (n > 0) {
+      any_response_byte_ = true;
+      in_end_ = static_cast<size_t>(n);
+      arm_io_timer(group_.config().read_timeout);
+      if (!process_input()) return;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    // EOF or an error before END_REQUEST.
+    if (!any_response_byte_) {
+      upstream_failed(502, n < 0 ? std::strerror(errno) : "connection closed before a response",
+                      true);
+      return;
+    }
+    upstream_failed(502, n < 0 ? std::strerror(errno) : "connection closed mid-response", false);
+    return;
+  }
+}
+
+// Decodes the records in in_[in_start_, in_end_). Returns false when it cannot go on now (the
+// client is full, or the exchange ended).
+bool FastcgiExchange::process_input() {
+  while (in_start_ < in_end_) {
+    std::string_view input(in_.get() + in_start_, in_end_ - in_start_);
+    size_t used = 0;
+    Record record;
+    Decoder::Status status = decoder_.decode(input, used, record);
+    in_start_ += used;
+    if (status == Decoder::Status::kNeedMore) return true;
+    if (status == Decoder::Status::kError) {
+      LOG_ERROR("fastcgi upstream %s (%s): malformed record (%s) for %.*s",
+                group_.config().name.c_str(), server().address.c_str(), to_string(decoder_.error()),
+                static_cast<int>(request_.target.size()), request_.target.data());
+      upstream_failed(502, "malformed record", false);
+      return false;
+    }
+    switch (record.type) {
+      case RecordType::kStdout:
+        if (record.end_of_stream) {
+          ended_stdout_ = true;
+          break;
+        }
+        if (!handle_stdout(record.data)) return false;
+        break;
+      case RecordType::kStderr: {
+        std::string_view text = record.data;
+        while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
+        if (!text.empty())
+          LOG_WARN("fastcgi %s stderr for \"%.*s %.*s\": %.*s", server().address.c_str(),
+                   static_cast<int>(request_.method_text.size()), request_.method_text.data(),
+                   static_cast<int>(request_.target.size()), request_.target.data(),
+                   static_cast<int>(text.size()), text.data());
+        break;
+      }
+      case RecordType::kEndRequest:
+        if (record.protocol_status != ProtocolStatus::kRequestComplete) {
+          const char* why = record.protocol_status == ProtocolStatus::kOverloaded
+                                ? "overloaded"
+                                : "refused the request";
+          upstream_failed(502, why, false);
+          return false;
+        }
+        complete(in_start_ == in_end_ && decoder_.at_record_boundary() && stdin_done_ &&
+                 out_sent_ == out_.size());
+        return false;
+      default:
+        break;  // GET_VALUES_RESULT / UNKNOWN_TYPE: nothing we asked for
+    }
+    if (phase_ == Phase::kDone) return false;
+    if (client_full_) return false;
+  }
+  return true;
+}
+
+bool FastcgiExchange::handle_stdout(std::string_view data) {
+  if (!head_done_) {
+    size_t used = 0;
+    CgiHeadParser::Status status = head_parser_.feed(data, used);
+    if (status == CgiHeadParser::Status::kError) {
+      LOG_ERROR("fastcgi upstream %s (%s): bad response head (%s) for %.*s",
+                group_.config().name.c_str(), server().address.c_str(),
+                to_string(head_parser_.error()), static_cast<int>(request_.target.size()),
+                request_.target.data());
+      upstream_failed(502, "bad response head", false);
+      return false;
+    }
+    if (status == CgiHeadParser::Status::kNeedMore) return true;
+    head_done_ = true;
+    const CgiHead& head = head_parser_.head();
+    response_.set_status(head.status);
+    if (head.has_content_type) response_.add_header("Content-Type", head.content_type);
+    if (!head.location.empty()) response_.add_header("Location", head.location);
+    for (const CgiHeader& h : head.headers) {
+      if (is_hop_by_hop_response_header(h.name)) continue;
+      if (!response_.add_header(h.name, h.value))
+        LOG_WARN("fastcgi %s: dropped an invalid response header %.*s", server().address.c_str(),
+                 static_cast<int>(h.name.size()), h.name.data());
+    }
+    data.remove_prefix(used);
+  }
+  if (data.empty()) return true;
+  if (!streaming_) {
+    if (body_.size() + data.size() <= handler_.options_.buffer_bytes) {
+      body_.append(data);
+      return true;
+    }
+    if (!start_streaming()) return false;
+  }
+  switch (downstream_.send_body(data)) {
+    case server::Downstream::Sent::kMore:
+      return true;
+    case server::Downstream::Sent::kFull:
+      client_full_ = true;
+      return false;
+    case server::Downstream::Sent::kGone:
+      close_upstream();
+      release_slot();
+      phase_ = Phase::kDone;
+      end();
+      return false;
+  }
+  return true;
+}
+
+// The body outgrew the buffer: send the head now (no length) and what we buffered.
+bool FastcgiExchange::start_streaming() {
+  streaming_ = true;
+  if (!downstream_.send_head(response_, -1)) {
+    close_upstream();
+    release_slot();
+    phase_ = Phase::kDone;
+    end();
+    return false;
+  }
+  if (body_.empty()) return true;
+  server::Downstream::Sent sent = downstream_.send_body(body_);
+  std::string().swap(body_);
+  if (sent == server::Downstream::Sent::kGone) {
+    close_upstream();
+    release_slot();
+    phase_ = Phase::kDone;
+    end();
+    return false;
+  }
+  // kFull: the caller's send_body() will report it again; memory stays bounded either way.
+  return true;
+}
+
+void FastcgiExchange::on_writable() {
+  if (phase_ != Phase::kActive || !client_full_) return;
+  client_full_ = false;
+  read_upstream();
+}
+
+void FastcgiExchange::complete(bool reusable) {
+  phase_ = Phase::kDone;
+  event::TimerList::disarm(io_timer_);
+  if (!head_done_) {
+    LOG_ERROR("fastcgi upstream %s (%s): the script ended without a response head for %.*s",
+              group_.config().name.c_str(), server().address.c_str(),
+              static_cast<int>(request_.target.size()), request_.target.data());
+    close_upstream();
+    release_slot();
+    downstream_.fail(502);
+    end();
+    return;
+  }
+  if (reusable) {
+    if (registered_) handler_.env_.poller.remove(fd_);
+    registered_ = false;
+    group_.put_idle(server_, fd_, uses_ + 1);
+    fd_ = -1;
+  } else {
+    close_upstream();
+  }
+  group_.report_success(server_);
+  release_slot();
+  if (streaming_) {
+    downstream_.finish();
+  } else {
+    response_.set_body(body_);
+    downstream_.respond(response_);
+  }
+  end();
+}
+
+void FastcgiExchange::upstream_failed(int status, const char* what, bool retryable) {
+  const bool stale = reused_ && retryable && !any_response_byte_ && replayable_;
+  close_upstream();
+  if (stale) {  // the pooled connection had gone away: a fresh one, same server, same slot
+    out_sent_ = 0;
+    connect_upstream();
+    return;
+  }
+  if (has_slot_) group_.report_failure(server_, what);
+  LOG_ERROR("fastcgi upstream %s (%s): %s for \"%.*s %.*s\"", group_.config().name.c_str(),
+            server().address.c_str(), what, static_cast<int>(request_.method_text.size()),
+            request_.method_text.data(), static_cast<int>(request_.target.size()),
+            request_.target.data());
+  release_slot();
+  // Another server: when the request never reached one, or reached it but may safely run twice.
+  const bool idempotent = request_.method != Method::kPost && request_.method != Method::kPatch;
+  if (retryable && replayable_ && !any_response_byte_ && (!sent_any_ || idempotent) &&
+      tried_.count() < group_.config().tries) {
+    out_sent_ = 0;
+    sent_any_ = false;
+    try_acquire();
+    return;
+  }
+  phase_ = Phase::kDone;
+  downstream_.fail(status);  // 502/504 page, or a close when part of the response is out
+  end();
+}
+
+void FastcgiExchange::on_io_timeout() {
+  if (phase_ == Phase::kConnecting && fd_ < 0) {  // backlog retry
+    connect_upstream();
+    return;
+  }
+  const int64_t timeout = phase_ == Phase::kConnecting ? group_.config().connect_timeout.count()
+                          : stdin_done_ && out_sent_ == out_.size()
+                              ? group_.config().read_timeout.count()
+                              : group_.config().send_timeout.count();
+  LOG_ERROR("fastcgi upstream %s (%s): no progress within %lld ms for \"%.*s %.*s\"",
+            group_.config().name.c_str(), server().address.c_str(), static_cast<long long>(timeout),
+            static_cast<int>(request_.method_text.size()), request_.method_text.data(),
+            static_cast<int>(request_.target.size()), request_.target.data());
+  group_.report_failure(server_, "timeout");
+  close_upstream();
+  release_slot();
+  phase_ = Phase::kDone;
+  downstream_.fail(504);
+  end();
+}
+
+void FastcgiExchange::arm_io_timer(config::Millis timeout) {
+  handler_.env_.timers.arm(io_timer_, timeout.count(), handler_.env_.clock.monotonic_ms);
+}
+
+void FastcgiExchange::close_upstream() {
+  event::TimerList::disarm(io_timer_);
+  if (fd_ < 0) return;
+  ::close(fd_);  // also leaves the epoll set
+  fd_ = -1;
+  registered_ = false;
+}
+
+void FastcgiExchange::release_slot() {
+  if (!has_slot_) return;
+  has_slot_ = false;
+  group_.release(server_);  // may start a queued request at once
+}
+
+void FastcgiExchange::on_abort() {
+  // The client went away: tell php-fpm (FCGI_ABORT_REQUEST, best effort) and drop the
+  // connection rather than wait for the script to notice.
+  if (fd_ >= 0 && phase_ == Phase::kActive) {
+    std::string abort;
+    append_abort_request(abort, kRequestId);
+    ssize_t ignored = ::send(fd_, abort.data(), abort.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)ignored;
+  }
+  group_.cancel(*this);
+  close_upstream();
+  release_slot();
+  phase_ = Phase::kDone;
+  end();
+}
+
+void FastcgiExchange::end() {
+  phase_ = Phase::kDone;
+  group_.cancel(*this);
+  event::TimerList::disarm(io_timer_);
+  event::dispose_later(this);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+FastcgiHandler::FastcgiHandler(const config::Route& route, const config::Site& site,
+                               upstream::GroupRuntime& group, const static_files::MimeTable& mime,
+                               const server::WorkerEnv& env)
+    : route_(route), options_(route.fastcgi), site_(site), group_(group), env_(env) {
+  root_ = options_.root.empty() ? site.static_files.root : options_.root;
+  while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
+  root_fd_ = ::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  config::StaticOptions files = site.static_files;
+  files.root = root_;
+  files.index.clear();
+  for (const std::string& name : options_.index)
+    if (!is_script("/" + name)) files.index.push_back(name);
+  files_ = std::make_unique<static_files::StaticHandler>(files, std::string(), mime, env.clock);
+}
+
+FastcgiHandler::~FastcgiHandler() {
+  if (root_fd_ >= 0) ::close(root_fd_);
+}
+
+void FastcgiHandler::handle(const Request&, Response& response) {
+  response.set_status(500);
+}
+
+FastcgiHandler::Kind FastcgiHandler::stat_path(std::string_view rel_path) {
+  const int64_t now = env_.clock.monotonic_ms;
+  scratch_.assign(rel_path);
+  auto it = stats_.find(scratch_);
+  if (it != stats_.end() && now - it->second.checked_at_ms < 1000) return it->second.kind;
+  std::string relative = scratch_.size() > 1 ? scratch_.substr(1) : std::string(".");
+  struct stat st;
+  Kind kind = Kind::kMissing;
+  if (::fstatat(root_fd_, relative.c_str(), &st, 0) == 0)
+    kind = S_ISDIR(st.st_mode)   ? Kind::kDirectory
+           : S_ISREG(st.st_mode) ? Kind::kFile
+                                 : Kind::kMissing;
+  if (stats_.size() > 4096) stats_.clear();
+  stats_[scratch_] = {kind, now};
+  return kind;
+}
+
+bool FastcgiHandler::split(std::string_view uri, Target& target) const {
+  if (options_.split_path) {
+    Regex::Captures captures;
+    if (!options_.split_path->match(uri, &captures)) return false;
+    target.script_name = captures.group[1];
+    target.path_info = captures.group[2];
+    return !target.script_name.empty();
+  }
+  // Default: up to and including the first ".php" path segment.
+  size_t at = 0;
+  while ((at = uri.find(".php", at)) != std::string_view::npos) {
+    size_t end = at + 4;
+    if (end == uri.size() || uri[end] == '/') {
+      target.script_name = uri.substr(0, end);
+      target.path_info = uri.substr(end);
+      return true;
+    }
+    at = end;
+  }
+  return false;
+}
+
+bool FastcgiHandler::is_script(std::string_view uri) const {
+  Target t;
+  return split(uri, t) && t.path_info.empty();
+}
+
+bool FastcgiHandler::try_index(std::string_view dir_uri, Target& target) {
+  std::string base(dir_uri);
+  if (base.empty() || base.back() != '/') base.push_back('/');
+  for (const std::string& name : options_.index) {
+    std::string candidate = base + name;
+    if (stat_path(candidate) != Kind::kFile) continue;
+    if (split(candidate, target) && target.path_info.empty()) {
+      target.kind = Target::Kind::kScript;
+    } else {
+      target.kind = Target::Kind::kStatic;
+      target.static_path = base;
+    }
+    return true;
+  }
+  return false;
+}
+
+Target FastcgiHandler::resolve(const Request& request) {
+  Target target;
+  const std::string_view uri = request.path;
+  target.query = request.query;
+  if (options_.try_files.empty()) {
+    if (uri.back() == '/') {
+      if (!try_index(uri, target)) target.kind = Target::Kind::kNotFound;
+      return target;
+    }
+    if (!split(uri, target)) {  // no script in the path: the whole path is the script
+      target.script_name = uri;
+      target.path_info.clear();
+    }
+    target.kind = !options_.check_script || stat_path(target.script_name) == Kind::kFile
+                      ? Target::Kind::kScript
+                      : Target::Kind::kNotFound;
+    return target;
+  }
+  const size_t last = options_.try_files.size() - 1;
+  for (size_t i = 0; i < last; ++i) {
+    std::string candidate = options_.try_files[i];
+    for (size_t at; (at = candidate.find("$uri")) != std::string::npos;)
+      candidate.replace(at, 4, uri);
+    if (candidate.empty()) continue;
+    if (candidate.back() == '/') {
+      if (candidate.size() > 1) candidate.pop_back();
+      if (stat_path(candidate) == Kind::kDirectory && try_index(candidate, target)) return target;
+      continue;
+    }
+    if (stat_path(candidate) != Kind::kFile) continue;
+    if (split(candidate, target) && target.path_info.empty()) {
+      target.kind = Target::Kind::kScript;
+    } else {
+      target.kind = Target::Kind::kStatic;
+      target.static_path = candidate;
+    }
+    return target;
+  }
+  // The fallback: "=404" or a URI ("/index.php?$args"), mapped without another round trip.
+  const std::string& fallback = options_.try_files[last];
+  if (fallback.size() == 4 && fallback[0] == '=') {
+    target.kind = Target::Kind::kNotFound;
+    return target;
+  }
+  std::string expanded = fallback;
+  for (size_t at; (at = expanded.find("$uri")) != std::string::npos;) expanded.replace(at, 4, uri);
+  for (size_t at; (at = expanded.find("$args")) != std::string::npos;)
+    expanded.replace(at, 5, request.query);
+  std::string_view path = expanded;
+  size_t question = path.find('?');
+  if (question != std::string_view::npos) {
+    target.query = std::string(path.substr(question + 1));
+    path = path.substr(0, question);
+  } else {
+    target.query = request.query;
+  }
+  if (split(path, target)) {
+    target.kind = !options_.check_script || stat_path(target.script_name) == Kind::kFile
+                      ? Target::Kind::kScript
+                      : Target::Kind::kNotFound;
+  } else {
+    target.kind = Target::Kind::kStatic;
+    target.static_path = path;
+  }
+  return target;
+}
+
+server::Exchange* FastcgiHandler::start(const Request& request, server::Downstream& downstream) {
+  Target target = resolve(request);
+  if (target.kind == Target::Kind::kNotFound) {
+    static_response_.clear();
+    static_response_.set_status(404);
+    downstream.respond(static_response_);
+    return nullptr;
+  }
+  if (target.kind == Target::Kind::kStatic) {
+    static_response_.clear();
+    if (target.static_path == request.path) {
+      files_->handle(request, static_response_);
+    } else {
+      Request copy = request;
+      copy.path_storage = target.static_path;
+      copy.path = copy.path_storage;
+      files_->handle(copy, static_response_);
+    }
+    downstream.respond(static_response_);
+    return nullptr;
+  }
+  auto* exchange = new FastcgiExchange(*this, request, downstream, std::move(target));
+  if (!exchange->begin()) return nullptr;  // ended at once; it disposes of itself
+  return exchange;
+}
+
+}  // namespace peregrine::fastcgi

@@ -1,0 +1,74 @@
+// The FastCGI gateway (php-fpm): maps a request to a script (split path, index files, try_files
+// front controller), forwards it over a pooled FCGI_KEEP_CONN connection with the CGI parameters,
+// streams the request body as STDIN, and turns STDOUT into the HTTP response (buffered up to
+// `buffer_bytes` so it gets a Content-Length, streamed beyond). One instance per route per worker.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "config/config.h"
+#include "handlers/static/static_handler.h"
+#include "peregrine/handler.h"
+#include "server/exchange.h"
+#include "server/route_table.h"
+#include "upstream/group_runtime.h"
+
+namespace peregrine::fastcgi {
+
+class FastcgiExchange;
+
+// Where a request goes once the path has been mapped.
+struct Target {
+  enum class Kind : uint8_t { kScript, kStatic, kNotFound } kind = Kind::kNotFound;
+  std::string script_name;  // "/index.php"
+  std::string path_info;    // "/extra/path" (may be empty)
+  std::string query;        // QUERY_STRING
+  std::string static_path;  // kStatic: the file or directory to serve
+};
+
+class FastcgiHandler final : public Handler, public server::StreamHandler {
+ public:
+  FastcgiHandler(const config::Route& route, const config::Site& site,
+                 upstream::GroupRuntime& group, const static_files::MimeTable& mime,
+                 const server::WorkerEnv& env);
+  ~FastcgiHandler() override;
+  bool ok() const { return root_fd_ >= 0; }
+
+  // The synchronous path is never taken (the connection calls start()).
+  void handle(const Request& request, Response& response) override;
+  server::Exchange* start(const Request& request, server::Downstream& downstream) override;
+
+  // Pure enough to test: the path mapping against the files under the root.
+  Target resolve(const Request& request);
+
+ private:
+  friend class FastcgiExchange;
+  enum class Kind : uint8_t { kMissing, kFile, kDirectory };
+  Kind stat_path(std::string_view rel_path);
+  bool split(std::string_view uri, Target& target) const;
+  bool is_script(std::string_view uri) const;
+  bool try_index(std::string_view dir_uri, Target& target);
+
+  const config::Route& route_;
+  const config::FastcgiOptions& options_;
+  const config::Site& site_;
+  upstream::GroupRuntime& group_;
+  server::WorkerEnv env_;
+  std::string root_;
+  int root_fd_ = -1;
+  std::unique_ptr<static_files::StaticHandler> files_;  // non-script files (try_files, indexes)
+  Response static_response_;
+  struct StatEntry {
+    Kind kind;
+    int64_t checked_at_ms;
+  };
+  std::unordered_map<std::string, StatEntry> stats_;
+  std::string scratch_;
+};
+
+}  // namespace peregrine::fastcgi

@@ -1,0 +1,240 @@
+#include "upstream/group_runtime.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "core/log.h"
+#include "event/deferred.h"
+
+namespace peregrine::upstream {
+
+int connect_to(const config::UpstreamServer& server) {
+  const int family = server.addr.ss_family;
+  int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (family != AF_UNIX) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&server.addr), server.addr_len) == 0 ||
+      errno == EINPROGRESS)
+    return fd;
+  // A unix socket whose listen backlog is full answers EAGAIN: report it like a refusal (the
+  // caller's queue, not a failure count, is what absorbs a busy php-fpm).
+  int saved = errno;
+  ::close(fd);
+  errno = saved;
+  return -1;
+}
+
+// A pooled keep-alive connection: watched for the back end closing it (or sending anything,
+// which a quiet connection must not do) and for its idle timeout.
+struct GroupRuntime::IdleConnection final : event::Pollable, event::TimerOwner, event::Disposable {
+  GroupRuntime* group = nullptr;
+  size_t server = 0;
+  int fd = -1;
+  uint32_t uses = 0;
+  IdleConnection* prev = nullptr;
+  IdleConnection* next = nullptr;
+  event::TimerNode timer;
+
+  void on_ready(uint32_t) override {
+    if (fd >= 0) group->close_idle(this);
+  }
+  void on_timeout() override {
+    if (fd >= 0) group->close_idle(this);
+  }
+};
+
+void Waiter::on_timeout() {
+  if (queued_in) queued_in->cancel(*this);
+  on_queue_timeout();
+}
+
+GroupRuntime::GroupRuntime(const config::UpstreamGroup& config, event::Poller& poller,
+                           event::TimerSet& timers, const Clock& clock, int workers)
+    : config_(config),
+      poller_(poller),
+      timers_(timers),
+      clock_(clock),
+      upstream_(
+          [&] {
+            std::vector<ServerSpec> specs;
+            for (const config::UpstreamServer& s : config.servers)
+              specs.push_back({s.address, static_cast<int>(s.weight), s.backup,
+                               static_cast<int>(config.max_fails), config.fail_timeout.count()});
+            return specs;
+          }(),
+          [&] {
+            switch (config.balance) {
+              case config::Balance::kLeastConn:
+                return Strategy::kLeastConnections;
+              case config::Balance::kIpHash:
+                return Strategy::kIpHash;
+              case config::Balance::kHash:
+                return Strategy::kConsistentHash;
+              case config::Balance::kRoundRobin:
+                break;
+            }
+            return Strategy::kRoundRobin;
+          }()),
+      slots_(config.servers.size()) {
+  const uint32_t share = static_cast<uint32_t>(workers > 0 ? workers : 1);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    uint32_t cap = config.servers[i].max_conns;
+    slots_[i].cap = cap == 0 ? 0 : (cap + share - 1) / share;
+  }
+}
+
+GroupRuntime::~GroupRuntime() {
+  for (Slots& s : slots_)
+    while (s.idle) close_idle(s.idle);
+  while (queue_head_) cancel(*queue_head_);
+}
+
+GroupRuntime::Acquire GroupRuntime::acquire(const PickContext& context, const TriedSet& tried,
+                                            Waiter& waiter, size_t* server) {
+  // Servers at their cap are skipped like tried ones; if every up server is full, wait.
+  TriedSet skip = tried;
+  bool any_full = false;
+  for (;;) {
+    std::optional<size_t> pick = upstream_.pick_excluding(context, skip);
+    if (!pick) break;
+    Slots& s = slots_[*pick];
+    if (s.cap == 0 || s.in_use < s.cap) {
+      ++s.in_use;
+      upstream_.group().on_connect(*pick);
+      *server = *pick;
+      return Acquire::kReady;
+    }
+    any_full = true;
+    skip.insert(*pick);
+  }
+  if (!any_full) return Acquire::kUnavailable;
+  if (queued_ >= config_.queue) return Acquire::kQueueFull;
+  waiter.queued_in = this;
+  waiter.queue_prev = queue_tail_;
+  waiter.queue_next = nullptr;
+  if (queue_tail_)
+    queue_tail_->queue_next = &waiter;
+  else
+    queue_head_ = &waiter;
+  queue_tail_ = &waiter;
+  ++queued_;
+  timers_.arm(waiter.queue_timer, config_.queue_timeout.count(), clock_.monotonic_ms);
+  return Acquire::kQueued;
+}
+
+void GroupRuntime::release(size_t server) {
+  Slots& s = slots_[server];
+  if (s.in_use > 0) --s.in_use;
+  upstream_.group().on_release(server);
+  if (Waiter* first = queue_head_) {
+    cancel(*first);
+    first->on_slot_ready();
+  }
+}
+
+void GroupRuntime::cancel(Waiter& waiter) {
+  if (waiter.queued_in != this) return;
+  event::TimerList::disarm(waiter.queue_timer);
+  if (waiter.queue_prev)
+    waiter.queue_prev->queue_next = waiter.queue_next;
+  else
+    queue_head_ = waiter.queue_next;
+  if (waiter.queue_next)
+    waiter.queue_next->queue_prev = waiter.queue_prev;
+  else
+    queue_tail_ = waiter.queue_prev;
+  waiter.queue_prev = waiter.queue_next = nullptr;
+  waiter.queued_in = nullptr;
+  --queued_;
+}
+
+int GroupRuntime::take_idle(size_t server, uint32_t* uses) {
+  Slots& s = slots_[server];
+  IdleConnection* c = s.idle;
+  if (!c) return -1;
+  s.idle = c->next;
+  if (s.idle) s.idle->prev = nullptr;
+  --s.idle_count;
+  event::TimerList::disarm(c->timer);
+  poller_.remove(c->fd);
+  int fd = c->fd;
+  *uses = c->uses;
+  c->fd = -1;  // an event for it may still be in this batch: it must find nothing to do
+  event::dispose_later(c);
+  return fd;
+}
+
+void GroupRuntime::put_idle(size_t server, int fd, uint32_t uses) {
+  Slots& s = slots_[server];
+  // With a cap, idle connections count against it too: a php-fpm child serves one connection
+  // at a time, so an idle FCGI_KEEP_CONN connection holds a child.
+  if (s.idle_count >= config_.keepalive || uses >= config_.keepalive_requests ||
+      (s.cap != 0 && s.idle_count + s.in_use > s.cap)) {
+    ::close(fd);
+    return;
+  }
+  auto* c = new IdleConnection;
+  c->group = this;
+  c->server = server;
+  c->fd = fd;
+  c->uses = uses;
+  c->timer.owner = c;
+  // The connection's previous owner may have had it registered: re-register for this watcher.
+  if (!poller_.add(fd, event::kReadable | event::kEdgeTriggered, c) &&
+      !poller_.modify(fd, event::kReadable | event::kEdgeTriggered, c)) {
+    ::close(fd);
+    delete c;
+    return;
+  }
+  c->next = s.idle;
+  if (s.idle) s.idle->prev = c;
+  s.idle = c;
+  ++s.idle_count;
+  timers_.arm(c->timer, config_.keepalive_timeout.count(), clock_.monotonic_ms);
+}
+
+void GroupRuntime::close_idle(IdleConnection* c) {
+  Slots& s = slots_[c->server];
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    s.idle = c->next;
+  if (c->next) c->next->prev = c->prev;
+  --s.idle_count;
+  event::TimerList::disarm(c->timer);
+  ::close(c->fd);
+  c->fd = -1;
+  event::dispose_later(c);
+}
+
+size_t GroupRuntime::idle(size_t server) const {
+  return slots_[server].idle_count;
+}
+
+void GroupRuntime::report_failure(size_t server, const char* what) {
+  if (upstream_.group().report_failure(server, clock_.monotonic_ms))
+    LOG_ERROR("upstream %s: server %s is down for %lld ms after %u failure(s) (last: %s)",
+              config_.name.c_str(), config_.servers[server].address.c_str(),
+              static_cast<long long>(config_.fail_timeout.count()), config_.max_fails, what);
+}
+
+void GroupRuntime::set_probe_up(size_t server, bool up) {
+  if (upstream_.group().probe_up(server) == up) return;
+  upstream_.group().set_probe_up(server, up);
+  if (up)
+    LOG_INFO("upstream %s: server %s passed its health check and is back", config_.name.c_str(),
+             config_.servers[server].address.c_str());
+  else
+    LOG_ERROR("upstream %s: server %s failed its health check and is out", config_.name.c_str(),
+              config_.servers[server].address.c_str());
+}
+
+}  // namespace peregrine::upstream
