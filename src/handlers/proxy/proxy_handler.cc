@@ -1,0 +1,1173 @@
+#include "handlers/proxy/proxy_handler.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/log.h"
+#include "core/strings.h"
+#include "event/deferred.h"
+#include "http/http1/response_parser.h"
+
+namespace peregrine::proxy {
+namespace {
+
+// Upstream bytes are read in pieces of this size: the memory a response costs us, whatever its
+// length. Also the largest response head we accept.
+constexpr size_t kReadBufferBytes = 64 * 1024;
+// Request bytes (head and body) kept after they were written so that a retry can send them
+// again. A longer body is streamed and forgotten: that request is not retried once sent.
+constexpr size_t kReplayLimit = 64 * 1024;
+// Request bytes waiting for the upstream socket before we stop taking body bytes from the client.
+constexpr size_t kSendHighWater = 64 * 1024;
+
+bool is_idempotent(Method method) {
+  switch (method) {
+    case Method::kGet:
+    case Method::kHead:
+    case Method::kPut:
+    case Method::kDelete:
+    case Method::kOptions:
+    case Method::kTrace:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string peer_address(const sockaddr* peer) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (peer == nullptr) return {};
+  if (peer->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(peer)->sin_addr, text, sizeof text);
+  } else if (peer->sa_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(peer)->sin6_addr, text, sizeof text);
+  }
+  return text;
+}
+
+// The value of cookie `name` in a Cookie header ("a=1; b=2"), or nullopt.
+std::optional<std::string_view> find_cookie(std::string_view header, std::string_view name) {
+  while (!header.empty()) {
+    size_t semi = header.find(';');
+    std::string_view pair = trim_ows(header.substr(0, semi));
+    size_t eq = pair.find('=');
+    if (eq != std::string_view::npos && trim_ows(pair.substr(0, eq)) == name)
+      return trim_ows(pair.substr(eq + 1));
+    if (semi == std::string_view::npos) break;
+    header.remove_prefix(semi + 1);
+  }
+  return std::nullopt;
+}
+
+// The field lines of a response head (status line first, then fields, then the empty line) as
+// views. Continuation lines (obs-fold) are dropped; the parser has validated the rest.
+void split_fields(std::string_view head, std::vector<HeaderView>& out) {
+  size_t nl = head.find('\n');
+  head.remove_prefix(nl == std::string_view::npos ? head.size() : nl + 1);
+  while (!head.empty()) {
+    nl = head.find('\n');
+    std::string_view line = head.substr(0, nl);
+    head.remove_prefix(nl == std::string_view::npos ? head.size() : nl + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) break;
+    if (line.front() == ' ' || line.front() == '\t') continue;
+    size_t colon = line.find(':');
+    if (colon == std::string_view::npos || colon == 0) continue;
+    out.push_back({line.substr(0, colon), trim_ows(line.substr(colon + 1))});
+  }
+}
+
+// Percent-encodes what may not appear raw in a request-target path.
+std::string encode_path(std::string_view path) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(path.size());
+  for (char ch : path) {
+    auto c = static_cast<unsigned char>(ch);
+    bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                std::string_view("-._~/!$&'()*+,;=:@").find(ch) != std::string_view::npos;
+    if (safe) {
+      out += ch;
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+HeaderRules make_rules(const std::vector<std::string>& remove,
+                       const std::vector<std::pair<std::string, std::string>>& set,
+                       const std::vector<std::pair<std::string, std::string>>& add) {
+  HeaderRules rules;
+  rules.remove = remove;
+  for (const auto& [name, value] : set) rules.set.push_back({name, value});
+  for (const auto& [name, value] : add) rules.add.push_back({name, value});
+  return rules;
+}
+
+}  // namespace
+
+// One proxied request. Receives events from the poller (its upstream socket), the timers (I/O
+// timeouts), the group (queue wake-ups) and the client connection (body bytes, writability,
+// abort). It ends itself with end(), which hands it to event::dispose_later: a later event of the
+// same batch may still reach it, and `done_` makes every entry point ignore it.
+class ProxyExchange final : public server::Exchange,
+                            public upstream::Waiter,
+                            public event::Pollable,
+                            public event::Disposable {
+ public:
+  ProxyExchange(ProxyHandler& handler, const Request& request, server::Downstream& downstream)
+      : handler_(handler),
+        group_(handler.group_),
+        request_(request),
+        downstream_(downstream),
+        tried_(handler.group_.config().servers.size()) {
+    io_timer_.self = this;
+    io_timer_.node.owner = &io_timer_;
+  }
+
+  ~ProxyExchange() override {
+    event::TimerList::disarm(io_timer_.node);
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  // Returns false when the exchange already ended (answered or failed) during the call.
+  bool begin();
+
+  bool on_body(std::string_view bytes, bool last) override;
+  void on_writable() override;
+  void on_abort() override;
+  void on_slot_ready() override;
+  void on_queue_timeout() override;
+  void on_ready(uint32_t readiness) override;
+
+ private:
+  struct IoTimer final : event::TimerOwner {
+    ProxyExchange* self = nullptr;
+    event::TimerNode node;
+    void on_timeout() override { self->on_io_timeout(); }
+  };
+
+  enum class Phase : uint8_t {
+    kQueued,        // waiting in the group's queue for a slot
+    kConnecting,    // non-blocking connect in progress
+    kRequest,       // sending the request, waiting for the response head
+    kResponseBody,  // relaying the response body (head already sent to the client)
+    kDrain,         // intercepted error: reading and discarding the upstream body
+    kTunnel,        // after 101: bytes both ways
+    kDone,
+  };
+
+  // How an attempt failed, for the retry decision.
+  enum class Failure : uint8_t {
+    kConnect,   // nothing was sent: any request may go to the next server
+    kExchange,  // the request may have reached the back end: idempotent requests only
+  };
+
+  void build_request_head();
+  void acquire_server();
+  void open_connection(bool fresh_only);
+  void connected();
+  void flush_out();
+  void write_failed(int error);
+  void read_upstream();
+  void process_input();
+  void process_head();
+  void start_response(std::string_view head);
+  void start_tunnel(std::string_view head, size_t head_end);
+  void fill_response_headers(std::string_view head, bool tunnel);
+  void pump_body();
+  bool deliver(std::string_view piece);
+  void response_complete();
+  void upstream_eof();
+  void on_io_timeout();
+
+  void attempt_failed(Failure kind, int status, const char* what, const char* detail = "");
+  void stale_connection();
+  void body_failed(int status, const char* what, const char* detail = "");
+  void client_gone();
+  void fail_client(int status);
+  void respond_busy();
+
+  void arm_io(int64_t duration_ms);
+  void disarm_io() { event::TimerList::disarm(io_timer_.node); }
+  void close_upstream(bool pool);
+  void release_slot(bool success);
+  void end();
+
+  const char* server_address() const { return group_.server(server_).address.c_str(); }
+  const char* group_name() const { return group_.config().name.c_str(); }
+  std::string_view pending_out() const { return std::string_view(out_).substr(out_off_); }
+
+  ProxyHandler& handler_;
+  upstream::GroupRuntime& group_;
+  const Request& request_;
+  server::Downstream& downstream_;
+
+  Phase phase_ = Phase::kQueued;
+  bool done_ = false;
+  bool tunnel_ = false;           // an Upgrade request we forward as such
+  bool chunked_request_ = false;  // the request body goes upstream chunked
+  std::string client_ip_;
+  std::string_view hash_key_;
+
+  // Server choice and retries.
+  upstream::TriedSet tried_;
+  size_t server_ = 0;
+  bool have_slot_ = false;
+  uint32_t tries_ = 0;
+  int64_t started_ms_ = 0;
+  int last_status_ = 502;
+
+  // The upstream connection.
+  int fd_ = -1;
+  uint32_t uses_ = 0;      // requests the connection carried before this one (pooled)
+  bool reused_ = false;    // taken from the pool: may be stale
+  bool got_byte_ = false;  // any response byte on this connection
+  IoTimer io_timer_;
+
+  // Request bytes: head, then body as it arrives. While `replayable_`, out_ still holds every
+  // byte from the start of the head (out_off_ = how far it was written) so a retry can resend.
+  std::string out_;
+  size_t out_off_ = 0;
+  bool replayable_ = true;
+  bool written_any_ = false;       // a request byte reached the current connection
+  bool write_blocked_ = false;     // waiting for the socket to take more
+  bool write_broken_ = false;      // the upstream stopped reading: discard further body bytes
+  bool body_done_ = false;         // the client's body (if any) was received completely
+  bool body_paused_ = false;       // on_body() returned false: resume_body() when drained
+  bool shutdown_pending_ = false;  // tunnel: the client closed its side; shut ours after flushing
+
+  // Response bytes.
+  std::unique_ptr<char[]> in_;
+  size_t in_off_ = 0;  // consumed
+  size_t in_len_ = 0;  // filled
+  http1::ResponseParser parser_;
+  http1::BodyFraming framing_ = http1::BodyFraming::kNone;
+  http1::ChunkedDecoder chunked_;
+  uint64_t remaining_ = 0;  // kLength: body bytes still to come
+  bool keep_alive_ = false;
+  bool streamed_ = false;       // send_head() was called
+  bool client_paused_ = false;  // send_body() said kFull: wait for on_writable()
+  int status_ = 0;
+  Response response_;
+  std::vector<HeaderView> fields_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Starting.
+
+bool ProxyExchange::begin() {
+  const config::ProxyOptions& options = handler_.options_;
+  started_ms_ = handler_.clock_.monotonic_ms;
+  client_ip_ = peer_address(request_.peer);
+  tunnel_ = request_.upgrade && options.websocket;
+  chunked_request_ = request_.chunked && !tunnel_;
+  body_done_ = !request_.has_body() || tunnel_;
+
+  switch (handler_.hash_source_) {
+    case ProxyHandler::HashSource::kNone:
+      break;
+    case ProxyHandler::HashSource::kUri:
+      hash_key_ = request_.path;
+      break;
+    case ProxyHandler::HashSource::kHeader:
+      hash_key_ = request_.header(handler_.hash_name_).value_or(std::string_view());
+      break;
+    case ProxyHandler::HashSource::kCookie:
+      for (const peregrine::Header& h : request_.header_list()) {
+        if (!ascii_iequals(h.name, "Cookie")) continue;
+        if (auto value = find_cookie(h.value, handler_.hash_name_)) {
+          hash_key_ = *value;
+          break;
+        }
+      }
+      break;
+  }
+
+  build_request_head();
+  acquire_server();
+  return !done_;
+}
+
+void ProxyExchange::build_request_head() {
+  const config::ProxyOptions& options = handler_.options_;
+  std::vector<HeaderView> in;
+  in.reserve(request_.header_count);
+  for (const peregrine::Header& h : request_.header_list()) {
+    // We frame the body ourselves; 100-continue is the client connection's business.
+    if (ascii_iequals(h.name, "Content-Length") || ascii_iequals(h.name, "Expect")) continue;
+    in.push_back({h.name, h.value});
+  }
+  RequestContext context;
+  context.client_ip = client_ip_;
+  context.scheme = "http";
+  context.upstream_host = handler_.upstream_host_;
+  context.tunnel = tunnel_;
+  HeaderList headers = rewrite_request_headers(in, context, handler_.request_options_);
+
+  std::string_view raw_path = request_.raw_path.empty() ? std::string_view("/") : request_.raw_path;
+  std::string path;
+  if (handler_.map_path_) {
+    std::optional<std::string> mapped = map_path(raw_path, options.path_prefix, options.path);
+    if (!mapped) {
+      // The route matched the decoded path; the raw one spells the prefix differently.
+      mapped = map_path(request_.path, options.path_prefix, options.path);
+      if (mapped) mapped = encode_path(*mapped);
+    }
+    path = mapped ? std::move(*mapped) : std::string(raw_path);
+  } else {
+    path = raw_path;
+  }
+
+  out_.reserve(512);
+  out_.append(request_.method_text);
+  out_ += ' ';
+  out_ += path;
+  if (!request_.query.empty()) {
+    out_ += '?';
+    out_.append(request_.query);
+  }
+  out_.append(" HTTP/1.1\r\n");
+  append_header_block(out_, headers);
+  if (chunked_request_) {
+    out_.append("Transfer-Encoding: chunked\r\n");
+  } else if (!tunnel_ && request_.content_length >= 0) {
+    out_.append("Content-Length: ");
+    append_decimal(out_, static_cast<unsigned long long>(request_.content_length));
+    out_.append("\r\n");
+  }
+  if (!tunnel_) out_.append("Connection: keep-alive\r\n");
+  out_.append("\r\n");
+}
+
+void ProxyExchange::acquire_server() {
+  upstream::PickContext context;
+  context.now_ms = handler_.clock_.monotonic_ms;
+  context.client_ip = client_ip_;
+  context.hash_key = hash_key_;
+  size_t server = 0;
+  switch (group_.acquire(context, tried_, *this, &server)) {
+    case upstream::GroupRuntime::Acquire::kReady:
+      server_ = server;
+      have_slot_ = true;
+      tried_.insert(server);
+      ++tries_;
+      open_connection(false);
+      return;
+    case upstream::GroupRuntime::Acquire::kQueued:
+      phase_ = Phase::kQueued;
+      return;
+    case upstream::GroupRuntime::Acquire::kUnavailable:
+      if (tries_ == 0) {
+        LOG_ERROR("proxy: no server of upstream group \"%s\" is available", group_name());
+        fail_client(502);
+      } else {
+        fail_client(last_status_);
+      }
+      return;
+    case upstream::GroupRuntime::Acquire::kQueueFull:
+      LOG_WARN("proxy: the queue of upstream group \"%s\" is full", group_name());
+      respond_busy();
+      return;
+  }
+}
+
+void ProxyExchange::open_connection(bool fresh_only) {
+  reused_ = false;
+  uses_ = 0;
+  if (!fresh_only) {
+    fd_ = group_.take_idle(server_, &uses_);
+    reused_ = fd_ >= 0;
+  }
+  if (fd_ < 0) {
+    uses_ = 0;
+    fd_ = upstream::connect_to(group_.server(server_));
+    if (fd_ < 0) {
+      attempt_failed(Failure::kConnect, 502, "connect failed", std::strerror(errno));
+      return;
+    }
+  }
+  got_byte_ = false;
+  written_any_ = false;
+  write_blocked_ = false;
+  write_broken_ = false;
+  in_off_ = in_len_ = 0;
+  parser_.start(request_.is_head());
+  if (replayable_) out_off_ = 0;
+  if (!handler_.poller_.add(fd_, event::kReadable | event::kWritable | event::kEdgeTriggered,
+                            this)) {
+    attempt_failed(Failure::kConnect, 502, "cannot watch the upstream socket",
+                   std::strerror(errno));
+    return;
+  }
+  if (reused_) {
+    connected();
+  } else {
+    phase_ = Phase::kConnecting;
+    arm_io(group_.config().connect_timeout.count());
+  }
+}
+
+void ProxyExchange::connected() {
+  phase_ = Phase::kRequest;
+  arm_io(group_.config().read_timeout.count());
+  flush_out();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Events.
+
+void ProxyExchange::on_ready(uint32_t readiness) {
+  if (done_ || fd_ < 0) return;
+  if (phase_ == Phase::kConnecting) {
+    if ((readiness & (event::kOut | event::kHangup)) == 0) return;
+    int error = 0;
+    socklen_t len = sizeof error;
+    if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
+    if (error != 0) {
+      attempt_failed(Failure::kConnect, 502, "connect failed", std::strerror(error));
+      return;
+    }
+    connected();
+    if (done_) return;
+  } else if (readiness & event::kOut) {
+    flush_out();
+    if (done_) return;
+  }
+  if (readiness & (event::kIn | event::kHangup)) read_upstream();
+}
+
+void ProxyExchange::on_slot_ready() {
+  if (done_) return;
+  acquire_server();
+}
+
+void ProxyExchange::on_queue_timeout() {
+  if (done_) return;
+  LOG_WARN("proxy: waited too long for a free connection to upstream group \"%s\"", group_name());
+  respond_busy();
+}
+
+void ProxyExchange::on_abort() {
+  if (done_) return;
+  // The client is gone: whatever the upstream connection is in the middle of, it cannot be
+  // reused.
+  close_upstream(false);
+  release_slot(false);
+  end();
+}
+
+void ProxyExchange::on_writable() {
+  if (done_ || !client_paused_) return;
+  client_paused_ = false;
+  if (phase_ == Phase::kTunnel)
+    arm_io(handler_.options_.tunnel_idle_timeout.count());
+  else
+    arm_io(group_.config().read_timeout.count());
+  // Bytes still buffered first, then the socket (edge-triggered: it may hold more).
+  process_input();
+  if (!done_ && !client_paused_) read_upstream();
+}
+
+void ProxyExchange::on_io_timeout() {
+  if (done_) return;
+  switch (phase_) {
+    case Phase::kConnecting:
+      attempt_failed(Failure::kConnect, 504, "connect timed out");
+      return;
+    case Phase::kRequest:
+      if (write_blocked_)
+        attempt_failed(Failure::kExchange, 504, "timed out sending the request");
+      else
+        attempt_failed(Failure::kExchange, 504, "timed out waiting for the response");
+      return;
+    case Phase::kResponseBody:
+      body_failed(504, "timed out reading the response body");
+      return;
+    case Phase::kDrain:
+      // The error page does not need the rest of the upstream body.
+      close_upstream(false);
+      response_complete();
+      return;
+    case Phase::kTunnel:
+      close_upstream(false);
+      release_slot(true);
+      downstream_.fail(504);
+      end();
+      return;
+    case Phase::kQueued:
+    case Phase::kDone:
+      return;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The request.
+
+bool ProxyExchange::on_body(std::string_view bytes, bool last) {
+  if (done_) return true;
+  if (phase_ == Phase::kTunnel) {
+    out_.append(bytes);
+    if (last) shutdown_pending_ = true;
+    arm_io(handler_.options_.tunnel_idle_timeout.count());
+    flush_out();
+    if (done_) return true;
+    if (pending_out().size() >= kSendHighWater) {
+      body_paused_ = true;
+      return false;
+    }
+    return true;
+  }
+  if (last) body_done_ = true;
+  if (write_broken_) return true;  // the back end answered already and stopped reading
+
+  if (chunked_request_) {
+    if (!bytes.empty()) {
+      char size_line[24];
+      int n = snprintf(size_line, sizeof size_line, "%zx\r\n", bytes.size());
+      out_.append(size_line, static_cast<size_t>(n));
+      out_.append(bytes);
+      out_.append("\r\n");
+    }
+    if (last) out_.append("0\r\n\r\n");
+  } else {
+    out_.append(bytes);
+  }
+  if (replayable_ && out_.size() > kReplayLimit) {
+    // Too long to keep for a retry: from now on written bytes are forgotten.
+    replayable_ = false;
+  }
+  if (!replayable_ && out_off_ > 0) {
+    out_.erase(0, out_off_);
+    out_off_ = 0;
+  }
+  if (fd_ >= 0 && phase_ == Phase::kRequest) {
+    flush_out();
+    if (done_) return true;
+  }
+  if (pending_out().size() >= kSendHighWater) {
+    body_paused_ = true;
+    return false;
+  }
+  return true;
+}
+
+void ProxyExchange::flush_out() {
+  while (out_off_ < out_.size()) {
+    ssize_t n = ::send(fd_, out_.data() + out_off_, out_.size() - out_off_, MSG_NOSIGNAL);
+    if (n > 0) {
+      out_off_ += static_cast<size_t>(n);
+      written_any_ = true;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if (!write_blocked_) {
+        write_blocked_ = true;
+        if (phase_ == Phase::kRequest) arm_io(group_.config().send_timeout.count());
+      }
+      return;
+    }
+    write_failed(n < 0 ? errno : EPIPE);
+    return;
+  }
+  if (write_blocked_) {
+    write_blocked_ = false;
+    if (phase_ == Phase::kRequest) arm_io(group_.config().read_timeout.count());
+  }
+  if (!replayable_ || phase_ == Phase::kTunnel) {
+    out_.clear();
+    out_off_ = 0;
+  }
+  if (shutdown_pending_) {
+    shutdown_pending_ = false;
+    ::shutdown(fd_, SHUT_WR);
+  }
+  if (body_paused_) {
+    body_paused_ = false;
+    downstream_.resume_body();  // may call on_body() at once: the last thing we do
+  }
+}
+
+void ProxyExchange::write_failed(int error) {
+  if (phase_ == Phase::kTunnel) {
+    close_upstream(false);
+    release_slot(true);
+    downstream_.fail(502);
+    end();
+    return;
+  }
+  if (reused_ && !got_byte_ && (replayable_ || !written_any_)) {
+    stale_connection();
+    return;
+  }
+  // The back end may have answered early (413, 401...) and stopped reading: take its answer if
+  // there is one; upstream_eof()/errors decide otherwise.
+  write_broken_ = true;
+  write_blocked_ = false;
+  out_.clear();
+  out_off_ = 0;
+  replayable_ = false;
+  if (body_paused_) {
+    body_paused_ = false;
+    downstream_.resume_body();  // the rest of the body is discarded as it comes
+    if (done_) return;
+  }
+  read_upstream();
+  if (!done_ && fd_ >= 0 && phase_ == Phase::kRequest && !got_byte_) {
+    attempt_failed(Failure::kExchange, 502, "sending the request failed", std::strerror(error));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The response.
+
+void ProxyExchange::read_upstream() {
+  if (!in_) in_ = std::make_unique<char[]>(kReadBufferBytes);
+  while (!done_ && fd_ >= 0 && !client_paused_) {
+    if (in_off_ == in_len_) {
+      in_off_ = in_len_ = 0;
+    } else if (in_len_ == kReadBufferBytes && in_off_ > 0) {
+      std::memmove(in_.get(), in_.get() + in_off_, in_len_ - in_off_);
+      in_len_ -= in_off_;
+      in_off_ = 0;
+    }
+    if (in_len_ == kReadBufferBytes) {
+      attempt_failed(Failure::kExchange, 502, "invalid response", "response head too large");
+      return;
+    }
+    ssize_t n = ::recv(fd_, in_.get() + in_len_, kReadBufferBytes - in_len_, 0);
+    if (n > 0) {
+      in_len_ += static_cast<size_t>(n);
+      got_byte_ = true;
+      switch (phase_) {
+        case Phase::kRequest:
+        case Phase::kResponseBody:
+        case Phase::kDrain:
+          arm_io(group_.config().read_timeout.count());
+          break;
+        case Phase::kTunnel:
+          arm_io(handler_.options_.tunnel_idle_timeout.count());
+          break;
+        default:
+          break;
+      }
+      process_input();
+      continue;
+    }
+    if (n == 0) {
+      upstream_eof();
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    int error = errno;
+    if (phase_ == Phase::kRequest) {
+      if (reused_ && !got_byte_ && (replayable_ || !written_any_) && !write_broken_) {
+        stale_connection();
+      } else {
+        attempt_failed(Failure::kExchange, 502, "reading the response failed",
+                       std::strerror(error));
+      }
+    } else if (phase_ == Phase::kTunnel) {
+      close_upstream(false);
+      release_slot(true);
+      downstream_.finish();
+      end();
+    } else {
+      body_failed(502, "reading the response body failed", std::strerror(error));
+    }
+    return;
+  }
+}
+
+void ProxyExchange::process_input() {
+  switch (phase_) {
+    case Phase::kRequest:
+      process_head();
+      return;
+    case Phase::kResponseBody:
+    case Phase::kDrain:
+      pump_body();
+      return;
+    case Phase::kTunnel:
+      if (in_off_ < in_len_) {
+        std::string_view bytes(in_.get() + in_off_, in_len_ - in_off_);
+        in_off_ = in_len_;
+        deliver(bytes);
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+void ProxyExchange::process_head() {
+  std::string_view data(in_.get(), in_len_);
+  if (tunnel_ && data.size() >= 12 && data.starts_with("HTTP/1.") && data.substr(8, 4) == " 101") {
+    // The response parser refuses 101 (it never asks to upgrade); this one we asked for.
+    size_t end = data.find("\r\n\r\n");
+    size_t head_end = end == std::string_view::npos ? end : end + 4;
+    if (head_end == std::string_view::npos) {
+      end = data.find("\n\n");
+      if (end != std::string_view::npos) head_end = end + 2;
+    }
+    if (head_end == std::string_view::npos) return;  // more to come
+    start_tunnel(data.substr(0, head_end), head_end);
+    return;
+  }
+  http1::ResponseParser::Result r = parser_.parse(data);
+  if (r.status == http1::ResponseParser::Status::kError && r.consumed == 0) {
+    attempt_failed(Failure::kExchange, 502, "invalid response", parser_.error());
+    return;
+  }
+  if (!parser_.head_complete()) return;  // more to come
+  const http1::ResponseHead& head = parser_.head();
+  in_off_ = head.interim_bytes + head.head_bytes;
+  start_response(data.substr(head.interim_bytes, head.head_bytes));
+}
+
+void ProxyExchange::fill_response_headers(std::string_view head, bool tunnel) {
+  fields_.clear();
+  split_fields(head, fields_);
+  // Framing is ours to set; Date and Server come from this server (as nginx does by default).
+  std::erase_if(fields_, [](const HeaderView& h) {
+    return ascii_iequals(h.name, "Content-Length") || ascii_iequals(h.name, "Date") ||
+           ascii_iequals(h.name, "Server");
+  });
+  ResponseOptions options = handler_.response_options_;
+  options.upstream_origin = handler_.upstream_origin_;
+  std::string client_origin = "http://";
+  client_origin.append(request_.host.empty() ? std::string_view("localhost") : request_.host);
+  options.client_origin = client_origin;
+  HeaderList headers = rewrite_response_headers(fields_, options, tunnel);
+
+  // A back end that names itself by its address rather than by the name we sent is rewritten
+  // too.
+  const std::string& address = group_.server(server_).address;
+  if (options.rewrite_location && address != handler_.upstream_host_ &&
+      !address.starts_with("unix:")) {
+    std::string address_origin = "http://" + address;
+    for (Header& h : headers) {
+      if (ascii_iequals(h.name, "Location")) {
+        if (auto url = rewrite_url(h.value, address_origin, client_origin)) h.value = *url;
+      } else if (ascii_iequals(h.name, "Refresh")) {
+        if (auto value = rewrite_refresh(h.value, address_origin, client_origin)) h.value = *value;
+      }
+    }
+  }
+  for (const Header& h : headers) response_.add_header(h.name, h.value);
+}
+
+void ProxyExchange::start_response(std::string_view head) {
+  const http1::ResponseHead& h = parser_.head();
+  status_ = h.status;
+  framing_ = parser_.framing();
+  remaining_ =
+      framing_ == http1::BodyFraming::kLength ? static_cast<uint64_t>(h.content_length) : 0;
+  chunked_.reset();
+  keep_alive_ = framing_ != http1::BodyFraming::kClose &&
+                !(h.transfer_encoding && h.has_content_length) && !h.connection_close &&
+                (h.version_minor >= 1 || h.connection_keep_alive);
+  response_.clear();
+  response_.set_status(status_);
+  fill_response_headers(head, false);
+
+  if (handler_.options_.intercept_errors && status_ >= 400) {
+    phase_ = Phase::kDrain;
+    pump_body();
+    return;
+  }
+  phase_ = Phase::kResponseBody;
+  std::string_view available(in_.get() + in_off_, in_len_ - in_off_);
+  uint64_t buffer_limit = handler_.options_.buffer_bytes;
+
+  switch (framing_) {
+    case http1::BodyFraming::kNone:
+      if (request_.is_head() && h.has_content_length && status_ != 304) {
+        // A HEAD answer keeps the length of the body it describes.
+        streamed_ = true;
+        if (!downstream_.send_head(response_, h.content_length)) {
+          client_gone();
+          return;
+        }
+      }
+      response_complete();
+      return;
+    case http1::BodyFraming::kLength:
+      if (remaining_ <= available.size() && remaining_ <= buffer_limit) {
+        response_.set_body(available.substr(0, remaining_));
+        in_off_ += remaining_;
+        remaining_ = 0;
+        response_complete();
+        return;
+      }
+      break;
+    case http1::BodyFraming::kChunked: {
+      // Complete and small already? Then it gets a Content-Length like any buffered body.
+      http1::ChunkedDecoder decoder;
+      std::string body;
+      std::string_view rest = available;
+      for (;;) {
+        http1::ChunkedDecoder::Result r = decoder.decode(rest);
+        rest.remove_prefix(r.consumed);
+        if (r.status == http1::ChunkedDecoder::Status::kData) {
+          body.append(r.data);
+          if (body.size() > buffer_limit) break;
+          continue;
+        }
+        if (r.status == http1::ChunkedDecoder::Status::kDone) {
+          in_off_ += available.size() - rest.size();
+          response_.set_body(body);
+          response_complete();
+          return;
+        }
+        break;  // need more, or an error the streaming path reports
+      }
+      break;
+    }
+    case http1::BodyFraming::kClose:
+      break;
+  }
+
+  streamed_ = true;
+  int64_t length = framing_ == http1::BodyFraming::kLength ? static_cast<int64_t>(remaining_) : -1;
+  if (!downstream_.send_head(response_, length)) {
+    client_gone();
+    return;
+  }
+  pump_body();
+}
+
+void ProxyExchange::start_tunnel(std::string_view head, size_t head_end) {
+  status_ = 101;
+  response_.clear();
+  response_.set_status(101);
+  fill_response_headers(head, true);
+  in_off_ = head_end;
+  phase_ = Phase::kTunnel;
+  streamed_ = true;
+  replayable_ = false;
+  out_.erase(0, out_off_);
+  out_off_ = 0;
+  if (!downstream_.send_head(response_, -1)) {
+    client_gone();
+    return;
+  }
+  arm_io(handler_.options_.tunnel_idle_timeout.count());
+  process_input();
+}
+
+bool ProxyExchange::deliver(std::string_view piece) {
+  if (phase_ == Phase::kDrain || piece.empty()) return true;
+  switch (downstream_.send_body(piece)) {
+    case server::Downstream::Sent::kMore:
+      return true;
+    case server::Downstream::Sent::kFull:
+      // Keep relaying what is already buffered (at most one read buffer), but read no more
+      // from the back end until the client catches up; its slowness is not a read timeout.
+      client_paused_ = true;
+      disarm_io();
+      return true;
+    case server::Downstream::Sent::kGone:
+      client_gone();
+      return false;
+  }
+  return false;
+}
+
+void ProxyExchange::pump_body() {
+  while (!done_) {
+    std::string_view available(in_.get() + in_off_, in_len_ - in_off_);
+    switch (framing_) {
+      case http1::BodyFraming::kNone:
+        response_complete();
+        return;
+      case http1::BodyFraming::kLength: {
+        if (remaining_ == 0) {
+          response_complete();
+          return;
+        }
+        if (available.empty()) return;
+        size_t take = available.size() < remaining_ ? available.size() : remaining_;
+        in_off_ += take;
+        remaining_ -= take;
+        if (!deliver(available.substr(0, take))) return;
+        continue;
+      }
+      case http1::BodyFraming::kChunked: {
+        http1::ChunkedDecoder::Result r = chunked_.decode(available);
+        in_off_ += r.consumed;
+        switch (r.status) {
+          case http1::ChunkedDecoder::Status::kData:
+            if (!deliver(r.data)) return;
+            continue;
+          case http1::ChunkedDecoder::Status::kDone:
+            response_complete();
+            return;
+          case http1::ChunkedDecoder::Status::kNeedMore:
+            return;
+          case http1::ChunkedDecoder::Status::kError:
+            body_failed(502, "invalid response", "malformed chunked body");
+            return;
+        }
+        return;
+      }
+      case http1::BodyFraming::kClose:
+        if (available.empty()) return;
+        in_off_ = in_len_;
+        if (!deliver(available)) return;
+        continue;
+    }
+  }
+}
+
+void ProxyExchange::response_complete() {
+  // Reusable only when the exchange on it was complete in both directions and nothing extra
+  // arrived after the response.
+  bool pool = fd_ >= 0 && keep_alive_ && in_off_ == in_len_ && body_done_ && !write_broken_ &&
+              out_off_ == out_.size() && phase_ != Phase::kTunnel;
+  close_upstream(pool);
+  release_slot(true);
+  if (phase_ == Phase::kDrain) {
+    // Only the status: the connection adds the site's error page.
+    response_.clear();
+    response_.set_status(status_);
+    downstream_.respond(response_);
+  } else if (streamed_) {
+    downstream_.finish();
+  } else {
+    downstream_.respond(response_);
+  }
+  end();
+}
+
+void ProxyExchange::upstream_eof() {
+  switch (phase_) {
+    case Phase::kRequest:
+      if (!got_byte_) {
+        if (reused_ && (replayable_ || !written_any_) && !write_broken_) {
+          stale_connection();
+          return;
+        }
+        attempt_failed(Failure::kExchange, 502, "closed the connection without a response");
+        return;
+      }
+      if (parser_.finish().status == http1::ResponseParser::Status::kDone) {
+        // Unreachable in practice (a head is needed first), kept for completeness.
+        attempt_failed(Failure::kExchange, 502, "invalid response", "empty response");
+        return;
+      }
+      attempt_failed(Failure::kExchange, 502, "closed the connection in the response head");
+      return;
+    case Phase::kResponseBody:
+      if (framing_ == http1::BodyFraming::kClose) {
+        keep_alive_ = false;
+        response_complete();
+        return;
+      }
+      body_failed(502, "closed the connection before the end of the response body");
+      return;
+    case Phase::kDrain:
+      keep_alive_ = false;
+      response_complete();
+      return;
+    case Phase::kTunnel:
+      close_upstream(false);
+      release_slot(true);
+      downstream_.finish();
+      end();
+      return;
+    default:
+      return;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures.
+
+void ProxyExchange::attempt_failed(Failure kind, int status, const char* what, const char* detail) {
+  LOG_ERROR("proxy: upstream %s (group \"%s\"): %s%s%s", server_address(), group_name(), what,
+            *detail ? ": " : "", detail);
+  close_upstream(false);
+  group_.report_failure(server_, what);
+  release_slot(false);
+  last_status_ = status;
+  if (streamed_ || downstream_.head_sent()) {
+    downstream_.fail(status);
+    end();
+    return;
+  }
+  const config::UpstreamGroup& config = group_.config();
+  uint32_t max_tries = config.tries == 0 ? 1 : config.tries;
+  int64_t budget = config.try_timeout.count();
+  bool request_intact = replayable_ || !written_any_;
+  bool may_retry = tries_ < max_tries &&
+                   (budget <= 0 || handler_.clock_.monotonic_ms - started_ms_ < budget) &&
+                   request_intact && !write_broken_ &&
+                   (kind == Failure::kConnect || is_idempotent(request_.method));
+  if (!may_retry) {
+    fail_client(status);
+    return;
+  }
+  in_off_ = in_len_ = 0;
+  acquire_server();
+}
+
+void ProxyExchange::stale_connection() {
+  // The back end closed a pooled connection while it was idle. Not its failure: the same server
+  // is asked again on a fresh connection, without counting a try.
+  LOG_DEBUG("proxy: pooled connection to %s was closed by the back end; reconnecting",
+            server_address());
+  close_upstream(false);
+  open_connection(true);
+}
+
+void ProxyExchange::body_failed(int status, const char* what, const char* detail) {
+  LOG_ERROR("proxy: upstream %s (group \"%s\"): %s%s%s", server_address(), group_name(), what,
+            *detail ? ": " : "", detail);
+  close_upstream(false);
+  group_.report_failure(server_, what);
+  release_slot(false);
+  downstream_.fail(status);
+  end();
+}
+
+void ProxyExchange::client_gone() {
+  close_upstream(false);
+  release_slot(false);
+  end();
+}
+
+void ProxyExchange::fail_client(int status) {
+  close_upstream(false);
+  release_slot(false);
+  downstream_.fail(status);
+  end();
+}
+
+void ProxyExchange::respond_busy() {
+  close_upstream(false);
+  release_slot(false);
+  response_.clear();
+  response_.set_status(503);
+  response_.add_header("Retry-After", "1");
+  downstream_.respond(response_);
+  end();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resources.
+
+void ProxyExchange::arm_io(int64_t duration_ms) {
+  if (duration_ms <= 0) {
+    disarm_io();
+    return;
+  }
+  handler_.timers_.arm(io_timer_.node, duration_ms, handler_.clock_.monotonic_ms);
+}
+
+void ProxyExchange::close_upstream(bool pool) {
+  disarm_io();
+  if (fd_ < 0) return;
+  handler_.poller_.remove(fd_);
+  if (pool)
+    group_.put_idle(server_, fd_, uses_ + 1);
+  else
+    ::close(fd_);
+  fd_ = -1;
+}
+
+void ProxyExchange::release_slot(bool success) {
+  if (!have_slot_) return;
+  have_slot_ = false;
+  if (success) group_.report_success(server_);
+  group_.release(server_);  // may start a queued request: last
+}
+
+void ProxyExchange::end() {
+  if (done_) return;
+  done_ = true;
+  phase_ = Phase::kDone;
+  disarm_io();
+  group_.cancel(*this);
+  event::dispose_later(this);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The handler.
+
+ProxyHandler::ProxyHandler(const config::Route& route, const config::Site& site,
+                           upstream::GroupRuntime& group, event::Poller& poller,
+                           event::TimerSet& timers, const Clock& clock)
+    : options_(route.proxy), group_(group), poller_(poller), timers_(timers), clock_(clock) {
+  const config::ProxyOptions& o = options_;
+  if (o.host_mode == "pass") {
+    request_options_.host_mode = HostMode::kPass;
+  } else if (o.host_mode == "upstream") {
+    request_options_.host_mode = HostMode::kUpstream;
+  } else {
+    request_options_.host_mode = HostMode::kFixed;
+    request_options_.fixed_host = o.host_mode;
+  }
+  request_options_.forwarding.x_forwarded_for = o.x_forwarded_for;
+  request_options_.forwarding.x_forwarded_proto = o.x_forwarded_proto;
+  request_options_.forwarding.x_forwarded_host = o.x_forwarded_host;
+  request_options_.forwarding.x_real_ip = o.x_real_ip;
+  request_options_.forwarding.forwarded = o.forwarded;
+  request_options_.rules = make_rules(o.request_remove, o.request_set, o.request_add);
+  response_options_.rules = make_rules(o.response_remove, o.response_set, o.response_add);
+  response_options_.rewrite_location = o.rewrite_location;
+  response_options_.rewrite_refresh = o.rewrite_location;
+
+  // The back end is addressed by the name in the proxy URL (nginx's $proxy_host): the group's
+  // name, which for "http://127.0.0.1:8080" is the address itself.
+  const config::UpstreamGroup& g = group_.config();
+  upstream_host_ = g.name;
+  if ((upstream_host_.empty() || upstream_host_.find('/') != std::string::npos) &&
+      !g.servers.empty())
+    upstream_host_ = g.servers[0].address;
+  if (upstream_host_.starts_with("unix:")) upstream_host_ = "localhost";
+  upstream_origin_ = "http://" + upstream_host_;
+
+  if (g.balance == config::Balance::kHash) {
+    std::string_view key = g.hash_key;
+    if (key == "$uri") {
+      hash_source_ = HashSource::kUri;
+    } else if (key.starts_with("$http_")) {
+      hash_source_ = HashSource::kHeader;
+      hash_name_ = key.substr(6);
+      for (char& c : hash_name_)
+        if (c == '_') c = '-';
+    } else if (key.starts_with("$cookie_")) {
+      hash_source_ = HashSource::kCookie;
+      hash_name_ = key.substr(8);
+    }
+  }
+  map_path_ = !o.path_prefix.empty() && (o.strip_prefix || !o.path.empty());
+}
+
+void ProxyHandler::handle(const Request&, Response& response) {
+  response.set_status(500);
+}
+
+server::Exchange* ProxyHandler::start(const Request& request, server::Downstream& downstream) {
+  auto* exchange = new ProxyExchange(*this, request, downstream);
+  if (!exchange->begin()) return nullptr;  // already answered; disposed after this batch
+  return exchange;
+}
+
+}  // namespace peregrine::proxy

@@ -1,0 +1,64 @@
+// The reverse proxy: a route handler that forwards each request to a server of an upstream group
+// (upstream/group_runtime.h) over HTTP/1.1 with keep-alive, and streams the answer back through
+// the client connection (server/exchange.h). One instance per worker and route; every request in
+// flight is a ProxyExchange (proxy_handler.cc) that owns its upstream socket.
+//
+// What a request goes through:
+//   slot      GroupRuntime::acquire(): a server with a free slot (or a wait in the group's queue)
+//   socket    a pooled keep-alive connection, else a new non-blocking connect (connect_timeout)
+//   request   head (headers.h rules) + body streamed from the client (send_timeout)
+//   response  head parsed by http1::ResponseParser (read_timeout between reads); small complete
+//             bodies are answered in one go, the rest is streamed with the client's back-pressure
+//   done      a clean keep-alive connection goes back to the pool; the slot is released
+// Failures before the client saw a byte are retried on the next server (connect errors always,
+// other errors for idempotent requests whose body is still in memory), bounded by `tries` and
+// `try_timeout`; a stale pooled connection is retried once on a fresh one without counting.
+#pragma once
+
+#include <string>
+
+#include "config/config.h"
+#include "core/clock.h"
+#include "event/poller.h"
+#include "event/timer_set.h"
+#include "handlers/proxy/headers.h"
+#include "peregrine/handler.h"
+#include "server/exchange.h"
+#include "upstream/group_runtime.h"
+
+namespace peregrine::proxy {
+
+class ProxyExchange;
+
+class ProxyHandler final : public Handler, public server::StreamHandler {
+ public:
+  ProxyHandler(const config::Route& route, const config::Site& site, upstream::GroupRuntime& group,
+               event::Poller& poller, event::TimerSet& timers, const Clock& clock);
+
+  // The synchronous path is never used for proxy routes (the connection calls start()).
+  void handle(const Request& request, Response& response) override;
+
+  server::Exchange* start(const Request& request, server::Downstream& downstream) override;
+
+ private:
+  friend class ProxyExchange;
+
+  // Where the consistent-hash key of a request comes from (config hash_key).
+  enum class HashSource { kNone, kUri, kHeader, kCookie };
+
+  const config::ProxyOptions& options_;
+  upstream::GroupRuntime& group_;
+  event::Poller& poller_;
+  event::TimerSet& timers_;
+  const Clock& clock_;
+
+  RequestOptions request_options_;    // Host mode, forwarding headers, route rules
+  ResponseOptions response_options_;  // route rules; the origins are filled per request
+  std::string upstream_host_;         // the Host the back end is addressed by ("app", "h:port")
+  std::string upstream_origin_;       // "http://" + upstream_host_
+  HashSource hash_source_ = HashSource::kNone;
+  std::string hash_name_;  // header name ('_' -> '-') or cookie name
+  bool map_path_ = false;  // replace options_.path_prefix by options_.path
+};
+
+}  // namespace peregrine::proxy
