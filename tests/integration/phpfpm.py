@@ -195,6 +195,11 @@ php_admin_flag[log_errors] = on
         """SIGKILL master and children at once (a back end that dies mid-request)."""
         if self.proc is not None:
             self._kill_group()
+        self._close_out()
+
+    def _close_out(self):
+        if getattr(self, "_out", None) and not self._out.closed:
+            self._out.close()
 
     def stop(self, timeout=STOP_TIMEOUT):
         """Graceful stop (SIGQUIT), then SIGKILL for whatever of the group is left.
@@ -212,8 +217,7 @@ php_admin_flag[log_errors] = on
         if code is None or _group_members(pgid):
             self._kill_group()
         self.proc = None
-        if getattr(self, "_out", None) and not self._out.closed:
-            self._out.close()
+        self._close_out()
         return code
 
     def leftover_processes(self, pgid):
