@@ -79,7 +79,9 @@ struct UpstreamServer {
   uint32_t weight = 1;
   bool backup = false;  // only used when no primary server is up
   // Concurrent requests to this server from the whole server (0 = unlimited). Each worker gets
-  // its share, at least 1: ceil(max_conns / workers). Requests beyond it wait in the queue.
+  // its share, at least 1: max_conns / workers, rounded down. Requests beyond it wait in the
+  // queue. FastCGI connections are kept alive (FCGI_KEEP_CONN) only with a cap: a php-fpm child
+  // serves one connection at a time, so idle connections beyond pm.max_children would starve it.
   uint32_t max_conns = 0;
   SourcePos pos;
 };

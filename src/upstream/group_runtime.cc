@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "core/log.h"
@@ -87,7 +88,13 @@ GroupRuntime::GroupRuntime(const config::UpstreamGroup& config, event::Poller& p
   const uint32_t share = static_cast<uint32_t>(workers > 0 ? workers : 1);
   for (size_t i = 0; i < slots_.size(); ++i) {
     uint32_t cap = config.servers[i].max_conns;
-    slots_[i].cap = cap == 0 ? 0 : (cap + share - 1) / share;
+    // Rounded down, so that the workers' shares never add up to more than the back end has:
+    // an over-committed php-fpm leaves a connection waiting for a child that another worker's
+    // idle connection holds.
+    slots_[i].cap = cap == 0 ? 0 : std::max<uint32_t>(1, cap / share);
+    if (cap != 0 && cap < share)
+      LOG_WARN("upstream %s: server %s has max_conns = %u for %u workers; each worker uses 1",
+               config.name.c_str(), config.servers[i].address.c_str(), cap, share);
   }
 }
 

@@ -92,6 +92,8 @@ class GroupRuntime {
   void set_probe_up(size_t server, bool up);
 
   size_t in_use(size_t server) const { return slots_[server].in_use; }
+  // This worker's share of the server's max_conns; 0 = unlimited.
+  uint32_t cap(size_t server) const { return slots_[server].cap; }
   size_t queued() const { return queued_; }
   size_t idle(size_t server) const;
 

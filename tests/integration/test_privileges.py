@@ -29,7 +29,12 @@ class PrivilegeDropTest(ServerTestCase):
         os.makedirs(log_dir, mode=0o700)  # only root may create files here
         log = os.path.join(log_dir, "access.log")
         srv = self.start_config(make_config(root, top='user = "nobody"', access_log=log))
+        # "listening" is logged right after binding; the switch follows a moment later.
+        deadline = time.monotonic() + 5
         ids = ids_of(srv.pid)
+        while ids["Uid"] != {65534} and time.monotonic() < deadline:
+            time.sleep(0.02)
+            ids = ids_of(srv.pid)
         self.assertEqual(ids["Uid"], {65534}, ids)
         self.assertEqual(ids["Gid"], {65534}, ids)
         status, _, body = self.get(srv.port, "/hello.txt")

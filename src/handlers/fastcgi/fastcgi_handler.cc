@@ -152,7 +152,8 @@ class FastcgiExchange final : public server::Exchange,
   // out_ still holds every byte of the request written so far, so it can be sent again on a
   // fresh connection (a pooled one turned out stale, or the next server). Dropped beyond a size.
   bool replayable_ = true;
-  bool sent_any_ = false;  // some of the request reached a back end
+  bool keep_conn_ = false;  // FCGI_KEEP_CONN was asked for
+  bool sent_any_ = false;   // some of the request reached a back end
 
   // Response side.
   std::unique_ptr<char[]> in_;
@@ -289,7 +290,12 @@ void FastcgiExchange::encode_request_head() {
   const std::string& root = handler_.root_;
   std::string& out = out_;
   out.reserve(1024);
-  append_begin_request(out, kRequestId, true);
+  // Keep the connection only under a cap (see UpstreamServer::max_conns): otherwise idle
+  // connections could hold every php-fpm child while requests of another worker wait for one.
+  keep_conn_ = true;
+  for (size_t i = 0; i < group_.config().servers.size(); ++i)
+    if (group_.cap(i) == 0) keep_conn_ = false;
+  append_begin_request(out, kRequestId, keep_conn_);
   {
     StreamEncoder params(out, RecordType::kParams, kRequestId);
     std::string script_filename = root + target_.script_name;
@@ -506,8 +512,8 @@ bool FastcgiExchange::process_input() {
           upstream_failed(502, why, false);
           return false;
         }
-        complete(in_start_ == in_end_ && decoder_.at_record_boundary() && stdin_done_ &&
-                 out_sent_ == out_.size());
+        complete(keep_conn_ && in_start_ == in_end_ && decoder_.at_record_boundary() &&
+                 stdin_done_ && out_sent_ == out_.size());
         return false;
       default:
         break;  // GET_VALUES_RESULT / UNKNOWN_TYPE: nothing we asked for
