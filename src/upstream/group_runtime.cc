@@ -227,6 +227,9 @@ size_t GroupRuntime::idle(size_t server) const {
 }
 
 void GroupRuntime::report_failure(size_t server, const char* what) {
+  // A lone server is never taken out (as in nginx): refusing every request for fail_timeout
+  // would only turn a blip into an outage, since there is nowhere else to go.
+  if (config_.servers.size() == 1) return;
   if (upstream_.group().report_failure(server, clock_.monotonic_ms))
     LOG_ERROR("upstream %s: server %s is down for %lld ms after %u failure(s) (last: %s)",
               config_.name.c_str(), config_.servers[server].address.c_str(),

@@ -830,6 +830,16 @@ Target FastcgiHandler::resolve(const Request& request) {
                       : Target::Kind::kNotFound;
     return target;
   }
+  // A path naming a script runs it (with its PATH_INFO) or is a 404: a missing /x.php never
+  // reaches the front controller (as with nginx's `location ~ \.php$ { try_files $uri =404; }`).
+  if (split(uri, target)) {
+    if (stat_path(target.script_name) == Kind::kFile || !options_.check_script) {
+      target.kind = Target::Kind::kScript;
+      return target;
+    }
+    target.kind = Target::Kind::kNotFound;
+    return target;
+  }
   const size_t last = options_.try_files.size() - 1;
   for (size_t i = 0; i < last; ++i) {
     std::string candidate = options_.try_files[i];
