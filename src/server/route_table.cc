@@ -1,8 +1,10 @@
 #include "server/route_table.h"
 
 #include "handlers/fastcgi/fastcgi_handler.h"
+#include "handlers/proxy/proxy_handler.h"
 #include "handlers/return/return_handler.h"
 #include "http/router.h"
+#include "upstream/health_check.h"
 
 namespace peregrine::server {
 
@@ -85,8 +87,16 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
           break;
         }
         case config::HandlerKind::kProxy: {
-          *error = position(route) + ": the proxy handler is not built yet";
-          return {};
+          upstream::GroupRuntime* group = find_group(route.proxy.upstream);
+          if (!group) {
+            *error = position(route) + ": no upstream named '" + route.proxy.upstream + "'";
+            return {};
+          }
+          auto proxy = std::make_shared<proxy::ProxyHandler>(route, site, *group, env.poller,
+                                                             env.timers, env.clock);
+          stream = proxy.get();
+          handler = std::move(proxy);
+          break;
         }
       }
       runtime.routes.push_back({&route, std::move(handler), stream});
