@@ -841,7 +841,7 @@ class Loader {
     } else if (errors_.size() == errors_before && group.servers.empty()) {
       error(servers != nullptr ? servers->source() : server_tables->source(),
             "[[upstream]] has no servers", "list at least one address");
-    } else if (!group.servers.empty() &&
+    } else if (errors_.size() == errors_before && !group.servers.empty() &&
                std::all_of(group.servers.begin(), group.servers.end(),
                            [](const UpstreamServer& s) { return s.backup; })) {
       error(group.pos, "every server of upstream '" + group.name + "' is a backup",
@@ -906,33 +906,39 @@ class Loader {
     check_keys(table, kUpstreamServerKeys, "[[upstream.server]]");
     UpstreamServer server;
     server.pos = pos_of(table.source());
+    bool ok = true;
+    int64_t n = 0;
+    if (const toml::node* node = table.get("weight")) {
+      if (read_int(*node, "upstream.server.weight", 1, 1000, &n)) {
+        server.weight = static_cast<uint32_t>(n);
+      } else {
+        ok = false;
+      }
+    }
+    if (const toml::node* node = table.get("backup")) {
+      ok = read_bool(*node, "upstream.server.backup", &server.backup) && ok;
+    }
+    if (const toml::node* node = table.get("max_conns")) {
+      if (read_int(*node, "upstream.server.max_conns", 0, kMaxConnsPerServer, &n)) {
+        server.max_conns = static_cast<uint32_t>(n);
+      } else {
+        ok = false;
+      }
+    }
     const toml::node* address = table.get("address");
     if (address == nullptr) {
       error(table.source(), "[[upstream.server]] has no 'address'",
             "e.g. address = \"127.0.0.1:8080\" or \"unix:/run/app.sock\"");
       return;
     }
-    std::string text;
+    std::string text, message, hint;
     if (!read_string(*address, "upstream.server.address", &text)) return;
-    std::string message, hint;
     if (!parse_upstream_address(text, &server, &message, &hint)) {
       error(address->source(), message, hint);
       return;
     }
     server.pos = pos_of(address->source());
-    int64_t n = 0;
-    if (const toml::node* node = table.get("weight")) {
-      if (read_int(*node, "upstream.server.weight", 1, 1000, &n))
-        server.weight = static_cast<uint32_t>(n);
-    }
-    if (const toml::node* node = table.get("backup")) {
-      read_bool(*node, "upstream.server.backup", &server.backup);
-    }
-    if (const toml::node* node = table.get("max_conns")) {
-      if (read_int(*node, "upstream.server.max_conns", 0, kMaxConnsPerServer, &n))
-        server.max_conns = static_cast<uint32_t>(n);
-    }
-    add_server(address->source(), std::move(server), group);
+    if (ok) add_server(address->source(), std::move(server), group);
   }
 
   void load_health_check(const toml::table& table, HealthCheck* check) {

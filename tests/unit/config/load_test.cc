@@ -537,7 +537,8 @@ TEST_F(LoadTest, UnknownTopLevelKeyListsValidKeys) {
 root = "www"
 )"),
             "1:1: unknown key 'colour' at the top level (hint: valid keys: listen, workers, user, "
-            "group, pid_file, error_log, log_level, server_header, limits, mime_types, site)");
+            "group, pid_file, error_log, log_level, server_header, limits, mime_types, upstream, "
+            "site)");
 }
 
 TEST_F(LoadTest, UnknownSectionIsAnUnknownKey) {
@@ -547,7 +548,8 @@ root = "www"
 workers = 2
 )"),
             "3:2: unknown key 'server' at the top level (hint: valid keys: listen, workers, user, "
-            "group, pid_file, error_log, log_level, server_header, limits, mime_types, site)");
+            "group, pid_file, error_log, log_level, server_header, limits, mime_types, upstream, "
+            "site)");
 }
 
 TEST_F(LoadTest, TopLevelKeyAfterASectionHeaderSaysWhy) {
