@@ -1,0 +1,862 @@
+"""Reverse proxy and load balancing (issue 4), against real back ends.
+
+Back ends: tests/integration/backends/http_backend.py (an asyncio HTTP/1.1 server whose behaviour
+depends on the path, with counters at /control/stats), and nginx for the keep-alive pool test.
+WebSocket clients use python3-websockets when it is installed, else a small RFC 6455 client here.
+"""
+
+import asyncio
+import base64
+import hashlib
+import http.client
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (HERE, RawClient, ServerTestCase, build_request, main, make_config,  # noqa: E402
+                     q, PEREGRINE_BIN)
+
+BACKEND = os.path.join(HERE, "backends", "http_backend.py")
+PATTERN = bytes(range(256)) * 256  # what /download sends, repeated
+
+
+def pattern_sha256(size):
+    h = hashlib.sha256()
+    left = size
+    while left:
+        piece = PATTERN[:min(left, len(PATTERN))]
+        h.update(piece)
+        left -= len(piece)
+    return h.hexdigest()
+
+
+def free_port():
+    """A port nothing listens on (connections to it are refused)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def vm_hwm_kb(pid):
+    """Peak resident set size of a process, in KB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmHWM in /proc status")
+
+
+class Backend:
+    """One http_backend.py process."""
+
+    def __init__(self, workdir, ident, port=0, extra=()):
+        self.ident = ident
+        self.workdir = workdir
+        self.extra = list(extra)
+        self.port = port
+        self.proc = None
+
+    def start(self):
+        self.log = open(os.path.join(self.workdir, f"backend-{self.ident}.log"), "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, BACKEND, "--id", self.ident, "--port", str(self.port)] + self.extra,
+            stdout=subprocess.PIPE, stderr=self.log, stdin=subprocess.DEVNULL)
+        line = self.proc.stdout.readline().decode()
+        m = re.match(r"listening on 127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.proc.kill()
+            raise RuntimeError(f"back end {self.ident} did not start: {line!r}")
+        self.port = int(m.group(1))
+        return self
+
+    @property
+    def address(self):
+        return f"127.0.0.1:{self.port}"
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc:
+            self.proc.stdout.close()
+            self.log.close()
+
+    def control(self, path):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            body = resp.read()
+            assert resp.status == 200, (path, resp.status, body)
+            return body
+        finally:
+            conn.close()
+
+    def stats(self):
+        return json.loads(self.control("/control/stats"))
+
+    def reset(self):
+        self.control("/control/reset")
+
+    def set_healthy(self, ok):
+        self.control(f"/control/health?ok={1 if ok else 0}")
+
+
+def upstream_toml(name, servers, **keys):
+    """An [[upstream]] table. `servers`: addresses, or dicts for [[upstream.server]] tables.
+    Keyword values are written as TOML (strings quoted); health_check=dict adds that table."""
+    health = keys.pop("health_check", None)
+    lines = ["[[upstream]]", f"name = {q(name)}"]
+    for key, value in keys.items():
+        lines.append(f"{key} = {toml_value(value)}")
+    if all(isinstance(s, str) for s in servers):
+        lines.append("servers = [" + ", ".join(q(s) for s in servers) + "]")
+    if health:
+        lines.append("[upstream.health_check]")
+        for key, value in health.items():
+            lines.append(f"{key} = {toml_value(value)}")
+    for s in servers:
+        if isinstance(s, dict):
+            lines.append("[[upstream.server]]")
+            for key, value in s.items():
+                lines.append(f"{key} = {toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def toml_value(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return q(value)
+
+
+def route_toml(prefix="/", **keys):
+    lines = ["[[site.route]]", f"prefix = {q(prefix)}"]
+    for key, value in keys.items():
+        lines.append(f"{key} = {value if isinstance(value, RawToml) else toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+class RawToml(str):
+    """A value written into TOML as is (inline tables)."""
+
+
+class ProxyTestCase(ServerTestCase):
+    def setUp(self):
+        super().setUp()
+        self.root = self.make_root({"index.html": "static index\n", "404.html": "our 404 page\n",
+                                    "502.html": "our 502 page\n"})
+
+    def backend(self, ident, port=0, extra=()):
+        b = Backend(self.tmp, ident, port, extra).start()
+        self.addCleanup(b.kill)
+        return b
+
+    def proxy(self, upstreams="", routes="", limits="", site="", workers=1):
+        text = make_config(self.root, top=upstreams, routes=routes, limits=limits, site=site,
+                           workers=workers)
+        return self.start_config(text)
+
+    def proxy_to(self, backends, route_keys=None, limits="", site="", **group_keys):
+        """A proxy whose whole site goes to one group "app" of `backends`."""
+        servers = [b if isinstance(b, (str, dict)) else b.address for b in backends]
+        return self.proxy(upstream_toml("app", servers, **group_keys),
+                          route_toml("/", proxy="http://app", **(route_keys or {})), limits,
+                          site)
+
+    def get_ids(self, port, count, path="/", headers=None):
+        """`count` GETs on one keep-alive connection: the X-Backend of each answer."""
+        ids = []
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            for _ in range(count):
+                conn.request("GET", path, headers=headers or {})
+                resp = conn.getresponse()
+                body = resp.read()
+                self.assertEqual(resp.status, 200, body)
+                ids.append(resp.getheader("X-Backend"))
+        finally:
+            conn.close()
+        return ids
+
+    def echo(self, port, method="GET", path="/echo", headers=None, body=b""):
+        with RawClient(port) as c:
+            resp = c.request(method, path, headers=headers, body=body)
+        self.assertEqual(resp.status, 200, resp)
+        return resp, json.loads(resp.body)
+
+
+def header_values(echoed, name):
+    return [v for k, v in echoed["headers"] if k.lower() == name.lower()]
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+class TestQuickMode(ProxyTestCase):
+    def test_single_url_proxies_every_request(self):
+        a = self.backend("A")
+        srv = self.start_argv([PEREGRINE_BIN, "--listen", "127.0.0.1:0", "--workers", "1",
+                               "--proxy", f"http://{a.address}"])
+        status, headers, body = self.get(srv.port, "/anything?x=1")
+        self.assertEqual((status, body, headers["X-Backend"]), (200, b"A", "A"))
+        _, echoed = self.echo(srv.port, path="/echo?a=1&b=%20")
+        self.assertEqual(echoed["target"], "/echo?a=1&b=%20")
+        self.assertEqual(echoed["version"], "HTTP/1.1")
+
+    def test_prefix_beside_root(self):
+        a = self.backend("A")
+        srv = self.start_quick(self.root, extra=["--proxy", f"/api/=http://{a.address}"])
+        status, _, body = self.get(srv.port, "/index.html")
+        self.assertEqual((status, body), (200, b"static index\n"))
+        _, echoed = self.echo(srv.port, path="/api/echo?q=1")
+        self.assertEqual(echoed["target"], "/echo?q=1")  # the prefix is stripped
+
+    def test_several_urls_form_a_round_robin_group(self):
+        a, b = self.backend("A"), self.backend("B")
+        srv = self.start_argv([PEREGRINE_BIN, "--listen", "127.0.0.1:0", "--workers", "1",
+                               "--proxy", f"http://{a.address}", "--proxy",
+                               f"http://{b.address}"])
+        ids = self.get_ids(srv.port, 20)
+        self.assertEqual((ids.count("A"), ids.count("B")), (10, 10), ids)
+
+
+class TestBalancing(ProxyTestCase):
+    def test_round_robin_distribution(self):
+        backends = [self.backend(n) for n in "ABC"]
+        srv = self.proxy_to(backends, balance="round_robin")
+        ids = self.get_ids(srv.port, 300)
+        self.assertEqual({n: ids.count(n) for n in "ABC"}, {"A": 100, "B": 100, "C": 100})
+        # Smooth: never the same server twice in a row with equal weights.
+        self.assertTrue(all(x != y for x, y in zip(ids, ids[1:])), ids[:20])
+
+    def test_weighted_distribution(self):
+        a, b = self.backend("A"), self.backend("B")
+        srv = self.proxy_to([{"address": a.address, "weight": 3},
+                             {"address": b.address, "weight": 1}])
+        ids = self.get_ids(srv.port, 400)
+        self.assertEqual((ids.count("A"), ids.count("B")), (300, 100))
+
+    def test_backup_server_only_when_primaries_are_down(self):
+        a, b = self.backend("A"), self.backend("B")
+        srv = self.proxy_to([{"address": a.address}, {"address": b.address, "backup": True}],
+                            max_fails=1, fail_timeout="30s")
+        self.assertEqual(set(self.get_ids(srv.port, 10)), {"A"})
+        a.kill()
+        self.assertEqual(set(self.get_ids(srv.port, 10)), {"B"})
+
+    def test_least_connections_avoids_the_slow_server(self):
+        slow = self.backend("slow", extra=["--slow-ms", "300"])
+        fast = self.backend("fast", extra=["--slow-ms", "5"])
+        srv = self.proxy_to([slow, fast], balance="least_conn")
+        counts = {"slow": 0, "fast": 0}
+        lock = threading.Lock()
+        errors = []
+
+        def client():
+            try:
+                for ident in self.get_ids(srv.port, 15):
+                    with lock:
+                        counts[ident] += 1
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=client) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(counts["slow"] + counts["fast"], 120)
+        # Round robin would give each 60; least connections sends most to the fast one.
+        self.assertGreater(counts["fast"], 4 * counts["slow"], counts)
+
+    def test_hash_of_uri_is_sticky(self):
+        backends = [self.backend(n) for n in "ABC"]
+        srv = self.proxy_to(backends, balance="hash", hash_key="$uri")
+        owner = {}
+        for round_ in range(3):
+            for i in range(30):
+                path = f"/item/{i}"
+                ident = self.get_ids(srv.port, 1, path)[0]
+                self.assertEqual(owner.setdefault(path, ident), ident, f"{path} moved")
+        self.assertEqual(set(owner.values()), {"A", "B", "C"}, "30 keys should reach all three")
+
+    def test_hash_of_header_and_cookie_is_sticky(self):
+        a, b = self.backend("A"), self.backend("B")
+        for hash_key, make in (("$http_x_user", lambda i: {"X-User": f"user{i}"}),
+                               ("$cookie_sid", lambda i: {"Cookie": f"theme=dark; sid=s{i}"})):
+            srv = self.proxy_to([a, b], balance="hash", hash_key=hash_key)
+            seen = {}
+            for i in range(20):
+                ids = self.get_ids(srv.port, 4, f"/different/{i}", make(i))
+                self.assertEqual(len(set(ids)), 1, f"{hash_key}: key {i} went to {ids}")
+                seen[i] = ids[0]
+            self.assertEqual(set(seen.values()), {"A", "B"}, hash_key)
+            self.stop_ok(srv)
+
+    def test_ip_hash_keeps_a_client_on_one_server(self):
+        backends = [self.backend(n) for n in "ABC"]
+        srv = self.proxy_to(backends, balance="ip_hash")
+        self.assertEqual(len(set(self.get_ids(srv.port, 30))), 1)
+
+
+class TestHealth(ProxyTestCase):
+    def test_server_killed_mid_run_is_taken_out_and_comes_back(self):
+        a, b = self.backend("A"), self.backend("B")
+        srv = self.proxy_to([a, b], max_fails=1, fail_timeout="2s")
+        self.assertEqual(sorted(set(self.get_ids(srv.port, 10))), ["A", "B"])
+        port_b = b.port
+        b.kill()
+        # Every request still succeeds: the refused connection is retried on A.
+        self.assertEqual(set(self.get_ids(srv.port, 20)), {"A"})
+        self.wait_for(lambda: f"127.0.0.1:{port_b} is down" in srv.stderr(), 2,
+                      msg="the down server logged")
+        b2 = self.backend("B2", port=port_b)
+        time.sleep(2.3)  # fail_timeout passes: B is tried again
+        ids = self.get_ids(srv.port, 10)
+        self.assertEqual(ids.count("B2"), 5, ids)
+
+    def test_server_failing_its_probe_is_taken_out_and_brought_back(self):
+        a, b = self.backend("A"), self.backend("B")
+        srv = self.proxy_to([a, b], health_check={"path": "/health", "interval": "200ms",
+                                                  "timeout": "1s", "status": 200, "rise": 2,
+                                                  "fall": 2})
+        self.wait_for(lambda: a.stats()["by_path"].get("/health", 0) >= 2, 5,
+                      msg="probes reaching the back end")
+        self.assertEqual(sorted(set(self.get_ids(srv.port, 10))), ["A", "B"])
+        b.set_healthy(False)
+        self.wait_for(lambda: "failed its health check" in srv.stderr(), 5,
+                      msg="the failing probe logged")
+        self.assertEqual(set(self.get_ids(srv.port, 20)), {"A"})
+        b.set_healthy(True)
+        self.wait_for(lambda: "passed its health check" in srv.stderr(), 5,
+                      msg="the passing probe logged")
+        ids = self.get_ids(srv.port, 20)
+        self.assertEqual(ids.count("B"), 10, ids)
+
+    def test_no_server_up_answers_502_at_once(self):
+        srv = self.proxy_to([f"127.0.0.1:{free_port()}"], max_fails=1, fail_timeout="30s")
+        status, _, body = self.get(srv.port, "/")
+        self.assertEqual(status, 502)
+        started = time.monotonic()
+        status, _, _ = self.get(srv.port, "/")
+        self.assertEqual(status, 502)
+        self.assertLess(time.monotonic() - started, 0.5)
+        self.assertIn('no server of upstream group "app" is available', srv.stderr())
+
+
+class TestRetries(ProxyTestCase):
+    def test_refused_connection_is_retried_on_the_next_server(self):
+        a = self.backend("A")
+        dead = f"127.0.0.1:{free_port()}"
+        srv = self.proxy_to([dead, a], max_fails=0, tries=2)
+        # Round robin alternates: every second request first meets the refusal.
+        self.assertEqual(set(self.get_ids(srv.port, 20)), {"A"})
+        self.assertIn(f"upstream {dead}", srv.stderr())
+        self.assertIn("connect failed", srv.stderr())
+
+    def test_post_is_not_retried_after_bytes_were_sent_but_get_is(self):
+        a, b = self.backend("A"), self.backend("B")
+        srv = self.proxy_to([a, b], max_fails=0, tries=2)
+        status, _, _ = self.http(srv.port, "POST", "/post_close", body=b"x" * 1000)
+        self.assertEqual(status, 502)
+        posts = a.stats()["by_path"].get("/post_close", 0) + b.stats()["by_path"].get(
+            "/post_close", 0)
+        self.assertEqual(posts, 1, "a POST reached a second back end")
+        status, _, _ = self.http(srv.port, "GET", "/close")
+        self.assertEqual(status, 502)
+        self.assertEqual((a.stats()["by_path"].get("/close"), b.stats()["by_path"].get("/close")),
+                         (1, 1), "an idempotent request is tried on the next server")
+
+    def test_connect_timeout_gives_504(self):
+        # A listener that never accepts, with its backlog full: further SYNs are dropped, so a
+        # connect neither succeeds nor fails.
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        self.addCleanup(listener.close)
+        fillers = []
+        for _ in range(3):
+            c = socket.socket()
+            c.setblocking(False)
+            c.connect_ex(listener.getsockname())
+            fillers.append(c)
+            self.addCleanup(c.close)
+        time.sleep(0.2)
+        address = "127.0.0.1:%d" % listener.getsockname()[1]
+        srv = self.proxy_to([address], connect_timeout="500ms", tries=1, max_fails=0)
+        started = time.monotonic()
+        status, _, _ = self.get(srv.port, "/")
+        elapsed = time.monotonic() - started
+        self.assertEqual(status, 504)
+        self.assertGreater(elapsed, 0.4)
+        self.assertLess(elapsed, 3)
+        self.assertIn(f"upstream {address}", srv.stderr())
+        self.assertIn("connect timed out", srv.stderr())
+
+    def test_read_timeout_gives_504(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], read_timeout="500ms", tries=1, max_fails=0)
+        started = time.monotonic()
+        status, _, _ = self.get(srv.port, "/hang")
+        self.assertEqual(status, 504)
+        self.assertLess(time.monotonic() - started, 3)
+        self.assertIn("timed out waiting for the response", srv.stderr())
+
+
+class TestHeaders(ProxyTestCase):
+    def test_hop_by_hop_and_forwarding_headers_as_received_by_the_back_end(self):
+        a = self.backend("A")
+        rules = RawToml('{ set = { "X-A" = "1" }, add = { "X-B" = "2" }, remove = ["X-C"] }')
+        srv = self.proxy_to([a], {"request_headers": rules})
+        _, echoed = self.echo(srv.port, headers=[
+            ("Connection", "keep-alive, X-Secret"), ("X-Secret", "hop"), ("Keep-Alive", "300"),
+            ("TE", "trailers"), ("Proxy-Authorization", "Basic Zm9v"), ("Upgrade", "h2c"),
+            ("X-Forwarded-For", "10.0.0.1"), ("X-C", "gone"), ("X-B", "1"), ("X-Kept", "yes")])
+        names = [k.lower() for k, _ in echoed["headers"]]
+        for hop in ("x-secret", "keep-alive", "te", "proxy-authorization", "upgrade", "x-c"):
+            self.assertNotIn(hop, names, echoed["headers"])
+        self.assertEqual(header_values(echoed, "Connection"), ["keep-alive"])
+        self.assertEqual(header_values(echoed, "Host"), ["localhost"])
+        self.assertEqual(header_values(echoed, "X-Forwarded-For"), ["10.0.0.1, 127.0.0.1"])
+        self.assertEqual(header_values(echoed, "X-Real-IP"), ["127.0.0.1"])
+        self.assertEqual(header_values(echoed, "X-Forwarded-Proto"), ["http"])
+        self.assertEqual(header_values(echoed, "X-Forwarded-Host"), ["localhost"])
+        self.assertEqual(header_values(echoed, "X-A"), ["1"])
+        self.assertEqual(header_values(echoed, "X-B"), ["1", "2"])
+        self.assertEqual(header_values(echoed, "X-Kept"), ["yes"])
+
+    def test_hop_by_hop_response_headers_removed_and_rules_applied(self):
+        a = self.backend("A")
+        rules = RawToml('{ set = { "X-D" = "1" }, remove = ["X-End"] }')
+        srv = self.proxy_to([a], {"response_headers": rules})
+        with RawClient(srv.port) as c:
+            resp = c.request("GET", "/hop")
+        self.assertEqual(resp.status, 200)
+        for hop in ("X-Hop", "Keep-Alive", "Proxy-Authenticate", "X-End"):
+            self.assertIsNone(resp.header(hop), resp.headers)
+        self.assertEqual(resp.header("X-D"), "1")
+        self.assertEqual(resp.header("X-Backend"), "A")
+        self.assertEqual(resp.header_all("Server"), ["peregrine"])
+        self.assertEqual(resp.body, b"hop")
+
+    def test_forwarded_and_host_modes(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], {"forwarded": True, "x_forwarded": False,
+                                  "proxy_host": "upstream"})
+        _, echoed = self.echo(srv.port, headers={"X-Forwarded-For": "10.9.9.9"})
+        self.assertEqual(header_values(echoed, "Forwarded"),
+                         ["for=127.0.0.1;proto=http;host=localhost"])
+        self.assertEqual(header_values(echoed, "X-Forwarded-For"), ["10.9.9.9"])  # untouched
+        self.assertEqual(header_values(echoed, "X-Real-IP"), [])
+        self.assertEqual(header_values(echoed, "Host"), [a.address])
+        self.stop_ok(srv)
+        srv = self.proxy_to([a], {"proxy_host": "app.internal"})
+        _, echoed = self.echo(srv.port)
+        self.assertEqual(header_values(echoed, "Host"), ["app.internal"])
+
+    def test_prefix_stripping_and_replacement(self):
+        a = self.backend("A")
+        srv = self.proxy(routes=route_toml("/api/", proxy=f"http://{a.address}/v1/") +
+                         route_toml("/strip/", proxy=f"http://{a.address}", strip_prefix=True) +
+                         route_toml("/keep/", proxy=f"http://{a.address}"))
+        _, echoed = self.echo(srv.port, path="/api/echo?q=1")
+        self.assertEqual(echoed["target"], "/v1/echo?q=1")
+        _, echoed = self.echo(srv.port, path="/strip/echo")
+        self.assertEqual(echoed["target"], "/echo")
+        _, echoed = self.echo(srv.port, path="/keep/echo")
+        self.assertEqual(echoed["target"], "/keep/echo")
+
+    def test_location_and_refresh_pointing_at_the_back_end_are_rewritten(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a])
+        with RawClient(srv.port) as c:
+            resp = c.request("GET", "/redirect", host="www.example.test")
+        self.assertEqual(resp.status, 302)
+        self.assertEqual(resp.header("Location"), "http://www.example.test/x")
+        self.assertEqual(resp.header("Refresh"), "0; url=http://www.example.test/x")
+        with RawClient(srv.port) as c:  # elsewhere: untouched
+            resp = c.request("GET", "/redirect?to=http://other.test/y")
+        self.assertEqual(resp.header("Location"), "http://other.test/y")
+        self.stop_ok(srv)
+        srv = self.proxy_to([a], {"rewrite_location": False})
+        with RawClient(srv.port) as c:
+            resp = c.request("GET", "/redirect")
+        self.assertEqual(resp.header("Location"), f"http://{a.address}/x")
+
+    def test_intercepted_errors_get_the_site_error_page(self):
+        a = self.backend("A")
+        site = 'error_pages = { "404" = "/404.html" }'
+        srv = self.proxy_to([a], {"intercept_errors": True}, site=site)
+        status, _, body = self.get(srv.port, "/status?code=404")
+        self.assertEqual((status, body), (404, b"our 404 page\n"))
+        status, _, body = self.get(srv.port, "/status?code=200")
+        self.assertEqual((status, body), (200, b"status 200 from A"))
+        self.stop_ok(srv)
+        srv = self.proxy_to([a], site=site)  # not intercepted: the back end's own body
+        status, _, body = self.get(srv.port, "/status?code=404")
+        self.assertEqual((status, body), (404, b"status 404 from A"))
+
+
+class TestBodies(ProxyTestCase):
+    SIZE = 50 * 1024 * 1024
+    RSS_LIMIT_KB = 48 * 1024  # far below the 50 MB a buffering proxy would need
+
+    def test_50mb_download_streams_with_bounded_memory(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a])
+        with RawClient(srv.port, timeout=30, rcvbuf=65536) as c:
+            c.send(build_request("GET", f"/download?bytes={self.SIZE}"))
+            version, status, _, headers, _ = c.read_head()
+            self.assertEqual(status, 200)
+            self.assertEqual(dict((k.lower(), v) for k, v in headers)["content-length"],
+                             str(self.SIZE))
+            # A slow client first: the proxy must stop reading the back end, not buffer.
+            time.sleep(1.0)
+            digest = hashlib.sha256()
+            got = len(c.buf)
+            digest.update(bytes(c.buf))
+            c.buf.clear()
+            while got < self.SIZE:
+                chunk = c.sock.recv(1 << 20)
+                self.assertTrue(chunk, f"closed after {got} bytes")
+                digest.update(chunk)
+                got += len(chunk)
+        self.assertEqual(got, self.SIZE)
+        self.assertEqual(digest.hexdigest(), pattern_sha256(self.SIZE))
+        self.assertLess(vm_hwm_kb(srv.pid), self.RSS_LIMIT_KB)
+
+    def test_50mb_upload_streams_with_bounded_memory(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], limits="max_body_bytes = 104857600")
+        digest = hashlib.sha256()
+        with RawClient(srv.port, timeout=30) as c:
+            c.send(f"PUT /upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: {self.SIZE}\r\n\r\n")
+            block = os.urandom(1 << 20)
+            for _ in range(self.SIZE // len(block)):
+                c.sock.sendall(block)
+                digest.update(block)
+            resp = c.read_final_response()
+        self.assertEqual(resp.status, 200, resp)
+        answer = json.loads(resp.body)
+        self.assertEqual((answer["length"], answer["sha256"]), (self.SIZE, digest.hexdigest()))
+        self.assertLess(vm_hwm_kb(srv.pid), self.RSS_LIMIT_KB)
+
+    def test_chunked_both_ways(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], limits="max_body_bytes = 10485760")
+        pieces = [os.urandom(n) for n in (1, 1000, 70000, 5, 300000)]
+        body = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+        with RawClient(srv.port, timeout=10) as c:
+            c.send(f"POST /echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
+            c.send(body)
+            resp = c.read_final_response()
+            echoed = json.loads(resp.body)
+            self.assertEqual(header_values(echoed, "Transfer-Encoding"), ["chunked"])
+            self.assertEqual(echoed["body_length"], sum(map(len, pieces)))
+            self.assertEqual(echoed["body_sha256"], hashlib.sha256(b"".join(pieces)).hexdigest())
+            # A chunked answer too large to buffer reaches the client chunked.
+            size = 1_000_000
+            resp = c.request("GET", f"/download?bytes={size}&chunked=1")
+            self.assertEqual(resp.header("Transfer-Encoding"), "chunked")
+            self.assertEqual(hashlib.sha256(resp.body).hexdigest(), pattern_sha256(size))
+            # And a small complete one is answered with a Content-Length.
+            resp = c.request("POST", "/upload?chunked_response=1", body=b"abc")
+            self.assertEqual(json.loads(resp.body)["length"], 3)
+            self.assertEqual(resp.header("Content-Length"), str(len(resp.body)))
+
+    def test_http10_client_gets_a_close_delimited_body(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a])
+        size = 300_000
+        with RawClient(srv.port, timeout=10) as c:
+            c.send(build_request("GET", f"/download?bytes={size}&chunked=1", version="HTTP/1.0"))
+            resp = c.read_response()
+            self.assertIsNone(resp.header("Transfer-Encoding"))
+            self.assertEqual(hashlib.sha256(resp.body).hexdigest(), pattern_sha256(size))
+
+
+class TestBadBackends(ProxyTestCase):
+    def test_garbage_and_early_close_give_502(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], max_fails=0, tries=1)
+        for path in ("/garbage", "/close", "/post_close"):
+            status, _, _ = self.http(srv.port, "POST" if path == "/post_close" else "GET", path,
+                                     body=b"x" if path == "/post_close" else None)
+            self.assertEqual(status, 502, path)
+        self.assertIn("invalid response", srv.stderr())
+        self.assertIn(f"upstream {a.address}", srv.stderr())
+        self.assert_serving(srv, "/anything")
+
+    def test_body_cut_short_closes_the_client_connection(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], max_fails=0, tries=1, route_keys={"proxy_buffer": "1KB"})
+        with RawClient(srv.port) as c:
+            c.send(build_request("GET", "/partial"))
+            version, status, _, headers, _ = c.read_head()
+            self.assertEqual(status, 200)
+            rest = c.read_until_close()
+            self.assertLess(len(rest), 1000)
+        self.assertIn("before the end of the response body", srv.stderr())
+
+
+class WsClient:
+    """A minimal RFC 6455 client (used when python3-websockets is not installed)."""
+
+    def __init__(self, port, path):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.sock.sendall((f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+                           f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                           f"Sec-WebSocket-Version: 13\r\n\r\n").encode())
+        self.buf = b""
+        while b"\r\n\r\n" not in self.buf:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise AssertionError(f"closed during the handshake: {self.buf!r}")
+            self.buf += chunk
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        self.head = head.decode("latin-1")
+        expected = base64.b64encode(hashlib.sha1(
+            (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        assert self.head.startswith("HTTP/1.1 101"), self.head
+        assert f"Sec-WebSocket-Accept: {expected}" in self.head, self.head
+
+    def send(self, payload, opcode=None):
+        if opcode is None:
+            opcode = 1 if isinstance(payload, str) else 2
+        data = payload.encode() if isinstance(payload, str) else payload
+        mask = os.urandom(4)
+        n = len(data)
+        head = bytes([0x80 | opcode])
+        if n < 126:
+            head += bytes([0x80 | n])
+        elif n < 65536:
+            head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+        else:
+            head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
+        self.sock.sendall(head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+
+    def _need(self, n):
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise AssertionError("connection closed mid-frame")
+            self.buf += chunk
+
+    def recv(self):
+        self._need(2)
+        opcode, n = self.buf[0] & 0x0F, self.buf[1] & 0x7F
+        offset = 2
+        if n == 126:
+            self._need(4)
+            n, offset = int.from_bytes(self.buf[2:4], "big"), 4
+        elif n == 127:
+            self._need(10)
+            n, offset = int.from_bytes(self.buf[2:10], "big"), 10
+        self._need(offset + n)
+        payload, self.buf = self.buf[offset:offset + n], self.buf[offset + n:]
+        if opcode == 1:
+            return payload.decode()
+        return payload if opcode == 2 else (opcode, payload)
+
+    def close(self):
+        self.send(b"\x03\xe8", opcode=8)
+        reply = self.recv()
+        self.sock.close()
+        return reply
+
+
+class TestWebSocket(ProxyTestCase):
+    def test_echo_through_the_proxy(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], {"tunnel_timeout": "5s"})
+        big = os.urandom(200_000)
+        try:
+            from websockets.sync.client import connect  # python3-websockets
+        except ImportError:
+            connect = None
+        if connect:
+            with connect(f"ws://127.0.0.1:{srv.port}/ws") as ws:
+                ws.send("hello")
+                self.assertEqual(ws.recv(), "hello")
+                ws.send(big)
+                self.assertEqual(ws.recv(), big)
+        else:
+            ws = WsClient(srv.port, "/ws")
+            self.assertIn("X-Backend: A", ws.head)
+            ws.send("hello")
+            self.assertEqual(ws.recv(), "hello")
+            ws.send(big)
+            self.assertEqual(ws.recv(), big)
+            self.assertEqual(ws.close(), (8, b"\x03\xe8"))
+        self.assert_serving(srv, "/x")
+
+    def test_idle_tunnel_is_closed(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], {"tunnel_timeout": "500ms"})
+        ws = WsClient(srv.port, "/ws")
+        ws.send("ping")
+        self.assertEqual(ws.recv(), "ping")
+        ws.sock.settimeout(5)
+        started = time.monotonic()
+        self.assertEqual(ws.sock.recv(100), b"")  # closed by the proxy
+        self.assertLess(time.monotonic() - started, 3)
+        ws.sock.close()
+
+    def test_websocket_off_does_not_tunnel(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], {"websocket": False})
+        _, echoed = self.echo(srv.port, headers={"Upgrade": "websocket",
+                                                 "Connection": "Upgrade"})
+        self.assertEqual(header_values(echoed, "Upgrade"), [])
+
+
+class TestPool(ProxyTestCase):
+    def test_requests_reuse_one_upstream_connection(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a])
+        for _ in range(30):  # new client connections each time
+            status, _, _ = self.get(srv.port, "/x")
+            self.assertEqual(status, 200)
+        self.assertEqual(a.stats()["connections"], 1)
+
+    def test_keepalive_off_and_max_requests(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], keepalive_requests=5)
+        self.get_ids(srv.port, 20)
+        self.assertEqual(a.stats()["connections"], 4)
+
+    def test_stale_pooled_connections_are_retried_transparently(self):
+        # The back end closes every connection after one answer without saying so: each reuse
+        # meets a closed connection, which must cost the client nothing, even for a POST.
+        a = self.backend("A", extra=["--close-after", "1"])
+        srv = self.proxy_to([a], max_fails=1)
+        with RawClient(srv.port) as c:
+            for i in range(20):
+                c.send(build_request("POST" if i % 2 else "GET", "/echo", body=b"x" * i))
+                resp = c.read_final_response()
+                self.assertEqual(resp.status, 200, f"request {i}: {resp}")
+                self.assertEqual(json.loads(resp.body)["body_length"], i)
+
+    def test_queue_full_answers_503_with_retry_after(self):
+        a = self.backend("A")
+        srv = self.proxy(upstream_toml("app", [{"address": a.address, "max_conns": 1}],
+                                       queue=1, queue_timeout="10s"),
+                         route_toml("/", proxy="http://app"))
+        holders = []
+        for _ in range(2):  # one holds the slot, one the queue's only place
+            c = RawClient(srv.port, timeout=10)
+            self.addCleanup(c.close)
+            c.send(build_request("GET", "/slow?ms=1500"))
+            holders.append(c)
+        time.sleep(0.3)
+        with RawClient(srv.port) as c:
+            resp = c.request("GET", "/x")
+        self.assertEqual(resp.status, 503)
+        self.assertEqual(resp.header("Retry-After"), "1")
+        for c in holders:
+            self.assertEqual(c.read_final_response().status, 200)
+
+    def test_1000_concurrent_clients_on_a_pool_of_32(self):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < 4096:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+        a = self.backend("A")
+        srv = self.proxy(upstream_toml("app", [{"address": a.address, "max_conns": 32}],
+                                       keepalive=32, queue=2048),
+                         route_toml("/", proxy="http://app"))
+        a.reset()
+
+        async def one(i):
+            reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+            writer.write(build_request("GET", f"/slow?ms=20&i={i}"))
+            await writer.drain()
+            data = await reader.read()  # Connection: close below
+            writer.close()
+            return data
+
+        async def run():
+            tasks = []
+            for i in range(1000):
+                tasks.append(asyncio.ensure_future(one(i)))
+            return await asyncio.gather(*tasks, return_exceptions=True)
+
+        # Every client connects first, then all wait together.
+        results = asyncio.run(asyncio.wait_for(run(), 60))
+        bad = [r for r in results if isinstance(r, Exception) or not r.startswith(b"HTTP/1.1 200")]
+        self.assertEqual(bad[:3], [])
+        stats = a.stats()
+        self.assertEqual(stats["requests"], 1000)
+        self.assertLessEqual(stats["peak"], 32)
+        self.assertLessEqual(stats["connections"], 64, stats)
+
+
+class TestNginxUpstream(ProxyTestCase):
+    def test_keepalive_pool_against_nginx(self):
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        self.assertTrue(os.path.exists(nginx), "nginx is needed for this test")
+        docroot = self.make_root({"page.html": "x" * 663}, name="nginx-root")
+        port = free_port()
+        prefix = os.path.join(self.tmp, "nginx")
+        os.makedirs(os.path.join(prefix, "logs"))
+        conf = os.path.join(prefix, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""
+daemon off;
+master_process off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/logs/error.log;
+events {{ worker_connections 1024; }}
+http {{
+  access_log {prefix}/logs/access.log reuse;
+  log_format reuse '$connection $connection_requests $request_uri';
+  client_body_temp_path {prefix}/body;
+  proxy_temp_path {prefix}/proxy;
+  fastcgi_temp_path {prefix}/fastcgi;
+  uwsgi_temp_path {prefix}/uwsgi;
+  scgi_temp_path {prefix}/scgi;
+  keepalive_requests 10000;
+  server {{
+    listen 127.0.0.1:{port};
+    root {docroot};
+  }}
+}}
+""")
+        proc = subprocess.Popen([nginx, "-p", prefix, "-c", conf], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        self.addCleanup(lambda: (proc.terminate(), proc.wait()))
+        def listening():
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        self.wait_for(listening, 5, msg="nginx listening")
+        srv = self.proxy_to([f"127.0.0.1:{port}"])
+        for i in range(50):
+            status, headers, body = self.get(srv.port, f"/page.html?i={i}")
+            self.assertEqual((status, len(body)), (200, 663))
+        with open(os.path.join(prefix, "logs", "access.log")) as f:
+            lines = [l.split() for l in f if "/page.html" in l]
+        self.assertEqual(len(lines), 50)
+        self.assertEqual(len({l[0] for l in lines}), 1, "one upstream connection for all")
+        self.assertEqual(max(int(l[1]) for l in lines), 50)
+
+
+if __name__ == "__main__":
+    main()
