@@ -1248,7 +1248,10 @@ class Loader {
   void load_proxy(const toml::table& table, const toml::node& target, Route* route) {
     ProxyOptions& options = route->proxy;
     const bool prefix_route = route->match == MatchKind::kPrefix;
-    if (prefix_route) options.path_prefix = route->pattern;
+    // An exact route's whole path is its "prefix": a path in the URL replaces it, which is how
+    // nginx's internal `rewrite ^/$ /index.html` is written here (exact = "/").
+    const bool replaceable = prefix_route || route->match == MatchKind::kExact;
+    if (replaceable) options.path_prefix = route->pattern;
     std::string text;
     ProxyUrl url;
     if (read_string(target, "site.route.proxy", &text, false)) {
@@ -1262,12 +1265,12 @@ class Loader {
         }
         options.upstream = resolve_group(target, HandlerKind::kProxy, url.name, address);
         if (!url.path.empty()) {
-          if (prefix_route) {
+          if (replaceable) {
             options.path = url.path;
           } else {
-            error(target.source(), "a path in 'proxy' needs a prefix route",
-                  "the path replaces the matched prefix; use prefix = \"/dir/\", or drop the "
-                  "path to pass the request path unchanged");
+            error(target.source(), "a path in 'proxy' needs a prefix or exact route",
+                  "the path replaces the matched prefix (or exact path); use prefix = \"/dir/\", "
+                  "or drop the path to pass the request path unchanged");
           }
         }
       }

@@ -822,7 +822,7 @@ strip_prefix = true
 proxy_host = "backend.internal:8081"
 [[site.route]]
 exact = "/status"
-proxy = "http://127.0.0.1"
+proxy = "http://127.0.0.1/index.html"
 [[site.route]]
 regex = '^/ws/'
 proxy = "http://unix:/run/ws.sock:"
@@ -857,7 +857,9 @@ proxy = "http://unix:/run/ws.sock:"
   EXPECT_EQ(routes[1].proxy.path_prefix, "/other/");
   EXPECT_EQ(routes[1].proxy.host_mode, "backend.internal:8081");
   EXPECT_EQ(routes[2].proxy.upstream, "127.0.0.1:80");  // an IP without a port is port 80
-  EXPECT_EQ(routes[2].proxy.path_prefix, "");           // not a prefix route
+  EXPECT_EQ(routes[2].proxy.path_prefix, "/status");    // an exact route's path
+  EXPECT_EQ(routes[2].proxy.path, "/index.html");       // replaced by the URL's path
+  EXPECT_EQ(routes[3].proxy.path_prefix, "");           // a regex route has no prefix
   EXPECT_EQ(routes[3].proxy.upstream, "unix:/run/ws.sock");
   EXPECT_EQ(routes[4].handler, HandlerKind::kStatic);
   ASSERT_EQ(config->upstreams.size(), 4u);
@@ -897,9 +899,9 @@ tunnel_timeout = 0
                 "8:9: proxying to https:// back ends is not supported ('https://app') (hint: TLS "
                 "to upstreams is not supported yet; reach the back end over http:// on a trusted "
                 "network or a unix socket)",
-                "11:9: a path in 'proxy' needs a prefix route (hint: the path replaces the "
-                "matched prefix; use prefix = \"/dir/\", or drop the path to pass the request "
-                "path unchanged)",
+                "11:9: a path in 'proxy' needs a prefix or exact route (hint: the path replaces "
+                "the matched prefix (or exact path); use prefix = \"/dir/\", or drop the path to "
+                "pass the request path unchanged)",
                 "12:16: 'strip_prefix' needs a prefix route (hint: it removes the matched "
                 "prefix, e.g. with prefix = \"/api/\")",
                 "15:9: no upstream group named 'apq' (hint: did you mean 'app'? declared groups: "
