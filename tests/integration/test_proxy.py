@@ -606,7 +606,7 @@ class TestBadBackends(ProxyTestCase):
 
     def test_body_cut_short_closes_the_client_connection(self):
         a = self.backend("A")
-        srv = self.proxy_to([a], max_fails=0, tries=1, route_keys={"proxy_buffer": "1KB"})
+        srv = self.proxy_to([a], max_fails=0, tries=1)
         with RawClient(srv.port) as c:
             c.send(build_request("GET", "/partial"))
             version, status, _, headers, _ = c.read_head()
@@ -786,9 +786,10 @@ class TestPool(ProxyTestCase):
 
         async def one(i):
             reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
-            writer.write(build_request("GET", f"/slow?ms=20&i={i}"))
+            writer.write(build_request("GET", f"/slow?ms=20&i={i}",
+                                       headers={"Connection": "close"}))
             await writer.drain()
-            data = await reader.read()  # Connection: close below
+            data = await reader.read()  # until the close
             writer.close()
             return data
 
@@ -825,8 +826,8 @@ pid {prefix}/nginx.pid;
 error_log {prefix}/logs/error.log;
 events {{ worker_connections 1024; }}
 http {{
-  access_log {prefix}/logs/access.log reuse;
   log_format reuse '$connection $connection_requests $request_uri';
+  access_log {prefix}/logs/access.log reuse;
   client_body_temp_path {prefix}/body;
   proxy_temp_path {prefix}/proxy;
   fastcgi_temp_path {prefix}/fastcgi;

@@ -7,7 +7,7 @@ Prints "listening on 127.0.0.1:PORT" on stdout once it accepts connections. It s
 with keep-alive by hand so that the tests control every byte: framing, early closes, garbage,
 slowness, WebSocket upgrades. What it does depends on the path (query parameters in brackets):
 
-  /echo                JSON: id, method, target, version, headers (in order), body length, sha256
+  .../echo             JSON (any path ending in /echo, to see prefix rewriting): id, method, target, version, headers (in order), body length, sha256
   /upload              reads the body (Content-Length or chunked) without keeping it; JSON with
                        its length and sha256 [chunked_response=1: the answer is chunked]
   /download            [bytes=N, chunked=0|1] N bytes of a fixed pattern, streamed
@@ -233,7 +233,7 @@ class Backend:
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
             await writer.drain()
             return False
-        if path == "/echo":
+        if path.endswith("/echo"):
             body = json.dumps({"id": self.id, "method": request["method"],
                                "target": request["target"], "version": request["version"],
                                "headers": request["headers"], "body_length": length,
@@ -278,15 +278,15 @@ class Backend:
         return not close
 
     async def send_chunked(self, writer, pieces, close):
+        # One write: the whole (small) answer arrives at once.
         head = ["HTTP/1.1 200 OK", f"X-Backend: {self.id}", "Transfer-Encoding: chunked"]
         if close:
             head.append("Connection: close")
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        out = ("\r\n".join(head) + "\r\n\r\n").encode()
         for piece in pieces:
             if piece:
-                writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-                await writer.drain()
-        writer.write(b"0\r\n\r\n")
+                out += b"%x\r\n%s\r\n" % (len(piece), piece)
+        writer.write(out + b"0\r\n\r\n")
 
     async def download(self, writer, size, chunked, close):
         head = ["HTTP/1.1 200 OK", f"X-Backend: {self.id}", "Content-Type: application/octet-stream"]
