@@ -339,8 +339,17 @@ class RequestTest(FastcgiTestCase):
                          ("root", "/index.php", "/blog/2024/hello-world?page=2", "page=2"))
         data = self.json_get(srv.port, "/")
         self.assertEqual((data["controller"], data["SCRIPT_NAME"]), ("root", "/index.php"))
-        status, _, _ = self.get(srv.port, "/missing.php")
-        self.assertEqual(status, 404)
+
+    def test_quick_mode_missing_script_is_404(self):
+        # Pretty URLs go to /index.php, but a missing *.php is a missing script: 404 from us, as
+        # nginx's `location ~ \.php$ { try_files $uri =404; }` does, not the front controller.
+        srv = self.start_quick(self.root, extra=["--fastcgi", self.fpm.address])
+        for path in ("/missing.php", "/sub/missing.php?x=1"):
+            status, _, body = self.get(srv.port, path)
+            self.assertEqual(status, 404, f"{path}: {body[:300]!r}")
+        self.assertEqual(self.get(srv.port, "/hello.php?last=1")[0], 200)
+        self.wait_for(lambda: self.fpm_saw("/hello.php?last=1"), msg="php-fpm's access log line")
+        self.assertEqual(self.fpm.access_lines(), [ln for ln in self.fpm.access_lines() if "hello.php" in ln])
 
 
 class ResponseTest(FastcgiTestCase):
