@@ -11,6 +11,7 @@ per-back-end cap with its wait queue (503 + Retry-After on timeout), ab -k and 1
 connections against 4 php-fpm children.
 """
 
+import http.client
 import json
 import os
 import re
@@ -442,6 +443,33 @@ class ResponseTest(FastcgiTestCase):
         self.assertEqual((r.header("content-length"), r.header("transfer-encoding")), (None, "chunked"), r.headers)
         self.assertEqual(r.body, big_body(20000))
 
+    def test_large_response_to_a_slow_client_keeps_memory_bounded(self):
+        srv = self.start_php_server(read_timeout="10s")
+        size = 40 * 1024 * 1024
+
+        def rss_kb():
+            with open(f"/proc/{srv.pid}/status") as f:
+                return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
+
+        self.assertEqual(self.get(srv.port, "/big.php?size=200000")[0], 200)  # warm-up
+        before = rss_kb()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        sock.settimeout(20)
+        sock.connect(("127.0.0.1", srv.port))
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port)
+        conn.sock = sock  # http.client decodes the chunked body in linear time
+        self.addCleanup(conn.close)
+        conn.request("GET", f"/big.php?size={size}")
+        time.sleep(1.5)  # the client reads nothing: back-pressure must reach php-fpm
+        grown_mb = (rss_kb() - before) / 1024
+        resp = conn.getresponse()
+        body = resp.read()
+        self.assertEqual(resp.status, 200)
+        self.assertEqual(len(body), size)
+        self.assertEqual(sha256(body), sha256(big_body(size)))
+        self.assertLess(grown_mb, 16, f"the server's memory grew by {grown_mb:.1f} MB for a stalled 40 MB response")
+
     def test_http10_keepalive_keeps_the_connection(self):
         srv = self.start_php_server()
         with self.raw(srv.port) as c:
@@ -603,17 +631,20 @@ class ConcurrencyTest(FastcgiTestCase):
     """The per-back-end cap, its queue, client disconnects, load."""
 
     def test_client_disconnect_frees_the_slot(self):
-        srv = self.start_php_server(max_conns=1, read_timeout="10s")
+        srv = self.start_php_server(max_conns=1, queue_timeout="5s", read_timeout="10s")
         c = RawClient(srv.port)
         c.send(b"GET /sleep.php?ms=4000 HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        time.sleep(0.3)
-        c.close()
-        time.sleep(0.1)
-        start = time.monotonic()
-        status, _, body = self.get(srv.port, "/hello.php")
-        elapsed = time.monotonic() - start
-        self.assertEqual((status, body), (200, HELLO))
-        self.assertLess(elapsed, 1.0, f"the slot was not freed by the disconnect ({elapsed:.2f}s)")
+        time.sleep(0.2)
+        t, waiting = self.request_in_thread(srv.port, "/hello.php")
+        time.sleep(0.4)
+        self.assertNotIn("elapsed", waiting, f"max_conns = 1: the second request should wait: {waiting}")
+        c.close()  # the client of the slow request goes away
+        closed_at = time.monotonic()
+        t.join(5)
+        self.assertIn("response", waiting, waiting)
+        self.assertEqual((waiting["response"].status, waiting["response"].body), (200, HELLO))
+        freed_after = time.monotonic() - closed_at
+        self.assertLess(freed_after, 1.0, f"the slot was freed {freed_after:.2f}s after the disconnect")
         for _ in range(3):
             self.assertEqual(self.get(srv.port, "/hello.php")[0], 200)
 
