@@ -248,7 +248,7 @@ php_admin_flag[log_errors] = on
 FCGI_BEGIN_REQUEST, FCGI_END_REQUEST, FCGI_PARAMS, FCGI_STDIN, FCGI_STDOUT, FCGI_STDERR = 1, 3, 4, 5, 6, 7
 
 
-def _record(rtype, content, request_id=1):
+def fcgi_record(rtype, content, request_id=1):
     padding = (8 - len(content) % 8) % 8
     return struct.pack("!BBHHBB", 1, rtype, request_id, len(content), padding, 0) + content + b"\0" * padding
 
@@ -268,8 +268,8 @@ def _encode_params(params):
 def _stream(rtype, data):
     records = b""
     for i in range(0, len(data), 65535):
-        records += _record(rtype, data[i:i + 65535])
-    return records + _record(rtype, b"")
+        records += fcgi_record(rtype, data[i:i + 65535])
+    return records + fcgi_record(rtype, b"")
 
 
 def fastcgi_request(socket_path, params, body=b"", timeout=5.0):
@@ -279,7 +279,7 @@ def fastcgi_request(socket_path, params, body=b"", timeout=5.0):
     try:
         sock.connect(socket_path)
         begin = struct.pack("!HB5x", 1, 0)  # responder, no FCGI_KEEP_CONN
-        sock.sendall(_record(FCGI_BEGIN_REQUEST, begin) + _stream(FCGI_PARAMS, _encode_params(params))
+        sock.sendall(fcgi_record(FCGI_BEGIN_REQUEST, begin) + _stream(FCGI_PARAMS, _encode_params(params))
                      + _stream(FCGI_STDIN, body))
         buf = b""
         stdout, stderr = b"", b""

@@ -17,7 +17,9 @@ import os
 import re
 import resource
 import shutil
+import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -586,6 +588,125 @@ class FailureTest(FastcgiTestCase):
         lines = self.fpm.access_lines()
         self.assertEqual([ln for ln in lines if "missing" in ln], [], lines)
         self.assertEqual(len(lines), 2, lines)
+
+
+class MalformedBackend:
+    """A FastCGI peer that reads one request per connection and answers with `reply` bytes: for
+    the malformed-record cases no real php-fpm produces."""
+
+    def __init__(self, path, reply):
+        self.path, self.reply = path, reply
+        self.requests = 0
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(16)
+        self.listener.settimeout(0.2)
+        self.stopping = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stopping:
+            try:
+                conn, _ = self.listener.accept()
+            except (socket.timeout, TimeoutError):
+                continue
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2)
+                buf = b""
+                try:
+                    # Records until the empty FCGI_STDIN that ends the request.
+                    while True:
+                        while len(buf) >= 8:
+                            _, rtype, _, clen, plen, _ = struct.unpack("!BBHHBB", buf[:8])
+                            if len(buf) < 8 + clen + plen:
+                                break
+                            buf = buf[8 + clen + plen:]
+                            if rtype == phpfpm.FCGI_STDIN and clen == 0:
+                                raise StopIteration
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        buf += chunk
+                except StopIteration:
+                    self.requests += 1
+                    try:
+                        conn.sendall(self.reply)
+                    except OSError:
+                        pass
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stopping = True
+        self.thread.join(2)
+        self.listener.close()
+
+
+class MalformedResponseTest(FastcgiTestCase):
+    php_children = 1
+
+    def check_502(self, name, reply):
+        path = os.path.join(self.tmp, f"{name}.sock")
+        backend = MalformedBackend(path, reply)
+        self.addCleanup(backend.close)
+        srv = self.start_php_server(address="unix:" + path)
+        status, _, _ = self.get(srv.port, "/hello.php")
+        self.assertEqual(status, 502, name)
+        self.assertGreaterEqual(backend.requests, 1, "the request reached the malformed back end")
+        self.wait_for(lambda: path in srv.stderr(), msg=f"a log line naming {path}\n{srv.stderr()[-2000:]}")
+        self.assert_serving(srv, "/static.txt")
+
+    def test_bad_record_version(self):
+        self.check_502("badversion", b"\x09\x06\x00\x01\x00\x05\x00\x00hello" + b"\0" * 64)
+
+    def test_invalid_cgi_header(self):
+        body = b"this line is not a header\r\n\r\nbody"
+        self.check_502("badheader", phpfpm.fcgi_record(phpfpm.FCGI_STDOUT, body) + phpfpm.fcgi_record(phpfpm.FCGI_STDOUT, b"")
+                       + phpfpm.fcgi_record(phpfpm.FCGI_END_REQUEST, b"\0" * 8))
+
+    def test_closed_before_any_output(self):
+        self.check_502("closed", b"")
+
+
+class LifecycleTest(FastcgiTestCase):
+    """Pipelining, reload and graceful stop with PHP requests in flight."""
+
+    def test_pipelined_requests_answered_in_order(self):
+        srv = self.start_php_server()
+        with self.raw(srv.port) as c:
+            c.send(b"".join(f"GET /env.php?n={i} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode() for i in range(3))
+                   + b"GET /hello.php HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            for i in range(3):
+                r = c.read_response()
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(json.loads(r.body)["get"], {"n": str(i)})
+            r = c.read_response()
+            self.assertEqual((r.status, r.body), (200, HELLO))
+
+    def test_reload_while_a_php_request_is_in_flight(self):
+        srv = self.start_php_server()
+        t, slow = self.request_in_thread(srv.port, "/sleep.php?ms=800")
+        time.sleep(0.3)
+        srv.signal(signal.SIGHUP)
+        t.join(5)
+        self.assertIn("response", slow, slow)
+        self.assertEqual((slow["response"].status, slow["response"].body), (200, b"slept 800\n"))
+        for _ in range(3):
+            status, _, body = self.get(srv.port, "/hello.php")
+            self.assertEqual((status, body), (200, HELLO))
+
+    def test_graceful_stop_finishes_the_php_request(self):
+        srv = self.start_php_server()
+        t, slow = self.request_in_thread(srv.port, "/sleep.php?ms=800")
+        time.sleep(0.3)
+        srv.signal(signal.SIGQUIT)
+        t.join(5)
+        self.assertIn("response", slow, slow)
+        self.assertEqual((slow["response"].status, slow["response"].body), (200, b"slept 800\n"))
+        self.assertEqual(srv.wait(5), 0, srv.stderr()[-2000:])
 
 
 class FrontControllerTest(FastcgiTestCase):
