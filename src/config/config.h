@@ -107,7 +107,9 @@ struct UpstreamGroup {
   std::string name;
   std::vector<UpstreamServer> servers;
   Balance balance = Balance::kRoundRobin;
-  std::string hash_key;  // kHash: "$uri", "$http_NAME" or "$cookie_NAME"
+  // kHash: "$uri", "$http_NAME" or "$cookie_NAME". The loader stores a header NAME lower-case
+  // with '_' turned into '-' ("$http_X_User_Id" -> "$http_x-user-id"); cookie names as written.
+  std::string hash_key;
   uint32_t max_fails = 1;
   Millis fail_timeout{10'000};
   uint32_t keepalive = 32;  // idle connections kept per worker and server (0: close after use)
@@ -142,8 +144,10 @@ struct FastcgiOptions {
 struct ProxyOptions {
   std::string upstream;  // group name in Config::upstreams
   std::string scheme = "http";
-  std::string path_prefix;  // the route's prefix replaced by `path` (or stripped)
-  std::string path;         // upstream path replacing path_prefix; "" keeps the request path
+  // The route's prefix (an exact route: its whole path) replaced by `path` (or stripped); ""
+  // for extension and regex routes, which keep the request path.
+  std::string path_prefix;
+  std::string path;  // upstream path replacing path_prefix; "" keeps the request path
   bool strip_prefix = false;
   std::string host_mode = "pass";  // "pass", "upstream" or a fixed host name
   bool x_forwarded_for = true;
