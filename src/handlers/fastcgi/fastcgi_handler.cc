@@ -31,17 +31,26 @@ constexpr size_t kReplayLimit =
 void format_address(const sockaddr* sa, std::string& ip, std::string& port) {
   char text[INET6_ADDRSTRLEN] = "";
   uint16_t p = 0;
-  if (sa && sa->sa_family == AF_INET) {
+  if (sa && sa->sa_family == AF_INET) {  // by hand: inet_ntop goes through sprintf
     auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-    inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
-    p = ntohs(in->sin_port);
-  } else if (sa && sa->sa_family == AF_INET6) {
+    const auto* octets = reinterpret_cast<const uint8_t*>(&in->sin_addr);
+    ip.clear();
+    for (int i = 0; i < 4; ++i) {
+      if (i) ip.push_back('.');
+      append_decimal(ip, octets[i]);
+    }
+    port.clear();
+    append_decimal(port, ntohs(in->sin_port));
+    return;
+  }
+  if (sa && sa->sa_family == AF_INET6) {
     auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
     inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
     p = ntohs(in6->sin6_port);
   }
   ip = text;
-  port = std::to_string(p);
+  port.clear();
+  append_decimal(port, p);
 }
 
 // HTTP_ACCEPT_LANGUAGE for Accept-Language.
@@ -113,7 +122,7 @@ class FastcgiExchange final : public server::Exchange,
   void encode_request_head();
   bool write_upstream();
   void read_upstream();
-  bool process_input();
+  bool process_input(std::string_view& input);
   bool handle_stdout(std::string_view data);
   bool start_streaming();
   void complete(bool reusable);
@@ -156,9 +165,9 @@ class FastcgiExchange final : public server::Exchange,
   bool sent_any_ = false;   // some of the request reached a back end
 
   // Response side.
-  std::unique_ptr<char[]> in_;
-  size_t in_start_ = 0;
-  size_t in_end_ = 0;
+  // Bytes read but not yet decoded because the client was full. Reads go to the handler's
+  // shared buffer; only a paused remainder is copied here.
+  std::string leftover_;
   Decoder decoder_{kRequestId};
   CgiHeadParser head_parser_;
   bool head_done_ = false;
@@ -279,7 +288,6 @@ void FastcgiExchange::on_connected() {
     }
     registered_ = true;
   }
-  if (!in_) in_ = std::make_unique<char[]>(kReadChunk);
   arm_io_timer(group_.config().send_timeout);
   if (!write_upstream()) return;
   // A response may already be waiting only on a fresh event; reading now costs one EAGAIN.
@@ -442,42 +450,45 @@ void FastcgiExchange::on_ready(uint32_t readiness) {
 }
 
 void FastcgiExchange::read_upstream() {
+  char* buffer = handler_.read_buffer_.get();
   while (phase_ == Phase::kActive && !client_full_) {
-    if (in_start_ < in_end_) {  // bytes left from a pause: finish them first
-      if (!process_input()) return;
-      continue;
-    }
-    in_start_ = in_end_ = 0;
-    ssize_t n = ::recv(fd_, in_.get(), kReadChunk, 0);
-    if (n > 0) {
+    std::string_view input;
+    std::string paused;
+    if (!leftover_.empty()) {  // bytes left from a pause: finish them first
+      paused.swap(leftover_);
+      input = paused;
+    } else {
+      ssize_t n = ::recv(fd_, buffer, kReadChunk, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      if (n <= 0) {  // EOF or an error before END_REQUEST
+        if (!any_response_byte_)
+          upstream_failed(502, n < 0 ? std::strerror(errno) : "connection closed before a response",
+                          true);
+        else
+          upstream_failed(502, n < 0 ? std::strerror(errno) : "connection closed mid-response",
+                          false);
+        return;
+      }
       any_response_byte_ = true;
-      in_end_ = static_cast<size_t>(n);
       arm_io_timer(group_.config().read_timeout);
-      if (!process_input()) return;
-      continue;
+      input = std::string_view(buffer, static_cast<size_t>(n));
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return;
-    // EOF or an error before END_REQUEST.
-    if (!any_response_byte_) {
-      upstream_failed(502, n < 0 ? std::strerror(errno) : "connection closed before a response",
-                      true);
+    if (!process_input(input)) {
+      if (phase_ != Phase::kDone && !input.empty()) leftover_.assign(input);
       return;
     }
-    upstream_failed(502, n < 0 ? std::strerror(errno) : "connection closed mid-response", false);
-    return;
   }
 }
 
-// Decodes the records in in_[in_start_, in_end_). Returns false when it cannot go on now (the
+// Decodes the records in `input`, consuming it. Returns false when it cannot go on now (the
 // client is full, or the exchange ended).
-bool FastcgiExchange::process_input() {
-  while (in_start_ < in_end_) {
-    std::string_view input(in_.get() + in_start_, in_end_ - in_start_);
+bool FastcgiExchange::process_input(std::string_view& input) {
+  while (!input.empty()) {
     size_t used = 0;
     Record record;
     Decoder::Status status = decoder_.decode(input, used, record);
-    in_start_ += used;
+    input.remove_prefix(used);
     if (status == Decoder::Status::kNeedMore) return true;
     if (status == Decoder::Status::kError) {
       LOG_ERROR("fastcgi upstream %s (%s): malformed record (%s) for %.*s",
@@ -512,8 +523,8 @@ bool FastcgiExchange::process_input() {
           upstream_failed(502, why, false);
           return false;
         }
-        complete(keep_conn_ && in_start_ == in_end_ && decoder_.at_record_boundary() &&
-                 stdin_done_ && out_sent_ == out_.size());
+        complete(keep_conn_ && input.empty() && decoder_.at_record_boundary() && stdin_done_ &&
+                 out_sent_ == out_.size());
         return false;
       default:
         break;  // GET_VALUES_RESULT / UNKNOWN_TYPE: nothing we asked for
@@ -735,6 +746,7 @@ FastcgiHandler::FastcgiHandler(const config::Route& route, const config::Site& s
   root_ = options_.root.empty() ? site.static_files.root : options_.root;
   while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
   root_fd_ = ::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  read_buffer_ = std::make_unique_for_overwrite<char[]>(kReadChunk);
   config::StaticOptions files = site.static_files;
   files.root = root_;
   files.index.clear();

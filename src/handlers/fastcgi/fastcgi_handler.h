@@ -69,6 +69,7 @@ class FastcgiHandler final : public Handler, public server::StreamHandler {
   };
   std::unordered_map<std::string, StatEntry> stats_;
   std::string scratch_;
+  std::unique_ptr<char[]> read_buffer_;  // every exchange's reads; decoded before the next one
 };
 
 }  // namespace peregrine::fastcgi
