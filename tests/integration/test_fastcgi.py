@@ -8,7 +8,9 @@ headers/cookies/status codes/redirects set from PHP, buffered (Content-Length) v
 records in the error log, read timeout (504), back end down or killed (502) and recovery, missing
 scripts (404, never forwarded), front-controller routing, client disconnects freeing the slot, the
 per-back-end cap with its wait queue (503 + Retry-After on timeout), ab -k and 1,000 concurrent
-connections against 4 php-fpm children.
+connections against 4 php-fpm children; also malformed FastCGI replies (a small fault-injecting
+peer, since php-fpm never sends them), bounded memory for a stalled large response, pipelining,
+SIGHUP and SIGQUIT with PHP requests in flight, and quick mode (--fastcgi).
 """
 
 import http.client
@@ -23,10 +25,9 @@ import struct
 import subprocess
 import threading
 import time
-import urllib.parse
 
 import phpfpm
-from harness import HERE, RawClient, ConnectionClosed, ServerTestCase, main, make_config, q, sha256
+from harness import HERE, RawClient, ServerTestCase, main, make_config, q, sha256
 
 PHP_DIR = os.path.join(HERE, "php")
 
