@@ -242,6 +242,7 @@ class ProxyExchange final : public server::Exchange,
   // byte from the start of the head (out_off_ = how far it was written) so a retry can resend.
   std::string out_;
   size_t out_off_ = 0;
+  size_t head_len_ = 0;  // the head's bytes at the start of out_ (while nothing was dropped)
   bool replayable_ = true;
   bool written_any_ = false;       // a request byte reached the current connection
   bool write_blocked_ = false;     // waiting for the socket to take more
@@ -314,7 +315,14 @@ void ProxyExchange::build_request_head() {
   RequestContext context;
   context.client_ip = client_ip_;
   context.scheme = "http";
-  context.upstream_host = handler_.upstream_host_;
+  // "upstream" Host mode names the chosen server; before the choice (the first build) the
+  // group's name stands in.
+  std::string server_host = handler_.upstream_host_;
+  if (have_slot_) {
+    server_host = group_.server(server_).address;
+    if (server_host.starts_with("unix:")) server_host = "localhost";
+  }
+  context.upstream_host = server_host;
   context.tunnel = tunnel_;
   HeaderList headers = rewrite_request_headers(in, context, handler_.request_options_);
 
@@ -332,25 +340,28 @@ void ProxyExchange::build_request_head() {
     path = raw_path;
   }
 
-  out_.reserve(512);
-  out_.append(request_.method_text);
-  out_ += ' ';
-  out_ += path;
+  std::string head;
+  head.reserve(512);
+  head.append(request_.method_text);
+  head += ' ';
+  head += path;
   if (!request_.query.empty()) {
-    out_ += '?';
-    out_.append(request_.query);
+    head += '?';
+    head.append(request_.query);
   }
-  out_.append(" HTTP/1.1\r\n");
-  append_header_block(out_, headers);
+  head.append(" HTTP/1.1\r\n");
+  append_header_block(head, headers);
   if (chunked_request_) {
-    out_.append("Transfer-Encoding: chunked\r\n");
+    head.append("Transfer-Encoding: chunked\r\n");
   } else if (!tunnel_ && request_.content_length >= 0) {
-    out_.append("Content-Length: ");
-    append_decimal(out_, static_cast<unsigned long long>(request_.content_length));
-    out_.append("\r\n");
+    head.append("Content-Length: ");
+    append_decimal(head, static_cast<unsigned long long>(request_.content_length));
+    head.append("\r\n");
   }
-  if (!tunnel_) out_.append("Connection: keep-alive\r\n");
-  out_.append("\r\n");
+  if (!tunnel_) head.append("Connection: keep-alive\r\n");
+  head.append("\r\n");
+  out_.replace(0, head_len_, head);
+  head_len_ = head.size();
 }
 
 void ProxyExchange::acquire_server() {
@@ -407,6 +418,8 @@ void ProxyExchange::open_connection(bool fresh_only) {
   in_off_ = in_len_ = 0;
   parser_.start(request_.is_head());
   if (replayable_) out_off_ = 0;
+  if (out_off_ == 0 && handler_.request_options_.host_mode == HostMode::kUpstream)
+    build_request_head();  // Host names this server
   if (!handler_.poller_.add(fd_, event::kReadable | event::kWritable | event::kEdgeTriggered,
                             this)) {
     attempt_failed(Failure::kConnect, 502, "cannot watch the upstream socket",
@@ -552,6 +565,7 @@ bool ProxyExchange::on_body(std::string_view bytes, bool last) {
   }
   if (!replayable_ && out_off_ > 0) {
     out_.erase(0, out_off_);
+    head_len_ = out_off_ >= head_len_ ? 0 : head_len_ - out_off_;
     out_off_ = 0;
   }
   if (fd_ >= 0 && phase_ == Phase::kRequest) {
@@ -591,6 +605,7 @@ void ProxyExchange::flush_out() {
   if (!replayable_ || phase_ == Phase::kTunnel) {
     out_.clear();
     out_off_ = 0;
+    head_len_ = 0;
   }
   if (shutdown_pending_) {
     shutdown_pending_ = false;
@@ -620,6 +635,7 @@ void ProxyExchange::write_failed(int error) {
   write_blocked_ = false;
   out_.clear();
   out_off_ = 0;
+  head_len_ = 0;
   replayable_ = false;
   if (body_paused_) {
     body_paused_ = false;
@@ -863,6 +879,7 @@ void ProxyExchange::start_tunnel(std::string_view head, size_t head_end) {
   replayable_ = false;
   out_.erase(0, out_off_);
   out_off_ = 0;
+  head_len_ = 0;
   if (!downstream_.send_head(response_, -1)) {
     client_gone();
     return;
