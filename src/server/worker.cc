@@ -100,6 +100,10 @@ Worker::~Worker() {
   if (routes_) stop_now();
   for (Connection* c : closed_) delete c;
   for (auto& l : listeners_) l->close();
+  // The route table's upstream groups hand their pooled connections to dispose_later(): free
+  // them here, on this (possibly different) thread, before the poller goes away.
+  routes_ = nullptr;
+  event::dispose_pending();
 }
 
 void Worker::apply_limits() {

@@ -33,24 +33,18 @@ int connect_to(const config::UpstreamServer& server) {
   return -1;
 }
 
-// A pooled keep-alive connection: watched for the back end closing it (or sending anything,
-// which a quiet connection must not do) and for its idle timeout.
-struct GroupRuntime::IdleConnection final : event::Pollable, event::TimerOwner, event::Disposable {
-  GroupRuntime* group = nullptr;
-  size_t server = 0;
-  int fd = -1;
-  uint32_t uses = 0;
-  IdleConnection* prev = nullptr;
-  IdleConnection* next = nullptr;
-  event::TimerNode timer;
+void UpstreamConnection::on_ready(uint32_t readiness) {
+  if (fd_ < 0) return;  // closed earlier in this batch
+  if (idle_) {
+    group_->close(this);  // the back end closed it (or broke the protocol) while idle
+    return;
+  }
+  if (user_) user_->on_ready(readiness);
+}
 
-  void on_ready(uint32_t) override {
-    if (fd >= 0) group->close_idle(this);
-  }
-  void on_timeout() override {
-    if (fd >= 0) group->close_idle(this);
-  }
-};
+void UpstreamConnection::on_timeout() {
+  if (fd_ >= 0 && idle_) group_->close(this);
+}
 
 void Waiter::on_timeout() {
   if (queued_in) queued_in->cancel(*this);
@@ -100,7 +94,7 @@ GroupRuntime::GroupRuntime(const config::UpstreamGroup& config, event::Poller& p
 
 GroupRuntime::~GroupRuntime() {
   for (Slots& s : slots_)
-    while (s.idle) close_idle(s.idle);
+    while (s.idle) close(s.idle);
   while (queue_head_) cancel(*queue_head_);
 }
 
@@ -163,63 +157,102 @@ void GroupRuntime::cancel(Waiter& waiter) {
   --queued_;
 }
 
-int GroupRuntime::take_idle(size_t server, uint32_t* uses) {
-  Slots& s = slots_[server];
-  IdleConnection* c = s.idle;
-  if (!c) return -1;
-  s.idle = c->next;
-  if (s.idle) s.idle->prev = nullptr;
+void GroupRuntime::unlink_idle(UpstreamConnection* c) {
+  Slots& s = slots_[c->server_];
+  if (c->prev_)
+    c->prev_->next_ = c->next_;
+  else
+    s.idle = c->next_;
+  if (c->next_) c->next_->prev_ = c->prev_;
+  c->prev_ = c->next_ = nullptr;
+  c->idle_ = false;
   --s.idle_count;
-  event::TimerList::disarm(c->timer);
-  poller_.remove(c->fd);
-  int fd = c->fd;
-  *uses = c->uses;
-  c->fd = -1;  // an event for it may still be in this batch: it must find nothing to do
+  event::TimerList::disarm(c->idle_timer_);
+}
+
+UpstreamConnection* GroupRuntime::take_idle(size_t server, event::Pollable& user) {
+  UpstreamConnection* c = slots_[server].idle;
+  if (!c) return nullptr;
+  unlink_idle(c);
+  c->user_ = &user;
+  return c;
+}
+
+UpstreamConnection* GroupRuntime::open(size_t server, event::Pollable& user) {
+  int fd = connect_to(config_.servers[server]);
+  if (fd < 0) return nullptr;
+  auto* c = new UpstreamConnection;
+  c->group_ = this;
+  c->fd_ = fd;
+  c->server_ = server;
+  c->user_ = &user;
+  c->idle_timer_.owner = c;
+  if (!poller_.add(fd, event::kReadable | event::kWritable | event::kEdgeTriggered, c)) {
+    int saved = errno;
+    ::close(fd);
+    delete c;
+    errno = saved;
+    return nullptr;
+  }
+  return c;
+}
+
+void GroupRuntime::put_idle(UpstreamConnection* c) {
+  Slots& s = slots_[c->server_];
+  ++c->uses_;
+  // With a cap, idle connections count against it too: a php-fpm child serves one connection
+  // at a time, so an idle FCGI_KEEP_CONN connection holds a child.
+  if (s.idle_count >= config_.keepalive || c->uses_ >= config_.keepalive_requests ||
+      (s.cap != 0 && s.idle_count + s.in_use > s.cap)) {
+    close(c);
+    return;
+  }
+  c->user_ = nullptr;
+  c->idle_ = true;
+  c->next_ = s.idle;
+  c->prev_ = nullptr;
+  if (s.idle) s.idle->prev_ = c;
+  s.idle = c;
+  ++s.idle_count;
+  timers_.arm(c->idle_timer_, config_.keepalive_timeout.count(), clock_.monotonic_ms);
+}
+
+void GroupRuntime::close(UpstreamConnection* c) {
+  if (c->fd_ < 0) return;
+  if (c->idle_) unlink_idle(c);
+  event::TimerList::disarm(c->idle_timer_);
+  ::close(c->fd_);  // also leaves the epoll set
+  c->fd_ = -1;
+  c->user_ = nullptr;
+  event::dispose_later(c);
+}
+
+int GroupRuntime::take_idle(size_t server, uint32_t* uses) {
+  UpstreamConnection* c = slots_[server].idle;
+  if (!c) return -1;
+  unlink_idle(c);
+  poller_.remove(c->fd_);
+  int fd = c->fd_;
+  *uses = c->uses_;
+  c->fd_ = -1;  // the caller owns the descriptor now
   event::dispose_later(c);
   return fd;
 }
 
 void GroupRuntime::put_idle(size_t server, int fd, uint32_t uses) {
-  Slots& s = slots_[server];
-  // With a cap, idle connections count against it too: a php-fpm child serves one connection
-  // at a time, so an idle FCGI_KEEP_CONN connection holds a child.
-  if (s.idle_count >= config_.keepalive || uses >= config_.keepalive_requests ||
-      (s.cap != 0 && s.idle_count + s.in_use > s.cap)) {
-    ::close(fd);
-    return;
-  }
-  auto* c = new IdleConnection;
-  c->group = this;
-  c->server = server;
-  c->fd = fd;
-  c->uses = uses;
-  c->timer.owner = c;
-  // The connection's previous owner may have had it registered: re-register for this watcher.
+  auto* c = new UpstreamConnection;
+  c->group_ = this;
+  c->fd_ = fd;
+  c->server_ = server;
+  c->uses_ = uses > 0 ? uses - 1 : 0;  // put_idle(c) counts the request just finished
+  c->idle_timer_.owner = c;
   if (!poller_.add(fd, event::kReadable | event::kEdgeTriggered, c) &&
       !poller_.modify(fd, event::kReadable | event::kEdgeTriggered, c)) {
     ::close(fd);
     delete c;
     return;
   }
-  c->next = s.idle;
-  if (s.idle) s.idle->prev = c;
-  s.idle = c;
-  ++s.idle_count;
-  timers_.arm(c->timer, config_.keepalive_timeout.count(), clock_.monotonic_ms);
-}
-
-void GroupRuntime::close_idle(IdleConnection* c) {
-  Slots& s = slots_[c->server];
-  if (c->prev)
-    c->prev->next = c->next;
-  else
-    s.idle = c->next;
-  if (c->next) c->next->prev = c->prev;
-  --s.idle_count;
-  event::TimerList::disarm(c->timer);
-  ::close(c->fd);
-  c->fd = -1;
-  event::dispose_later(c);
+  put_idle(c);
 }
 
 size_t GroupRuntime::idle(size_t server) const {

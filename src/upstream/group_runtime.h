@@ -7,9 +7,9 @@
 //   acquire()      -> kReady with a server (a slot is now held), or kQueued (the waiter is called
 //                     back with on_slot_ready() when a slot frees, or on_queue_timeout()), or
 //                     kUnavailable (no server up: 502 at once), kQueueFull (503).
-//   take_idle()    -> a pooled connection to that server, or -1: then connect() a new one.
+//   take_idle()    -> a pooled connection to that server, or null: then open() a new one.
 //   ... talk ...
-//   put_idle() or close the fd, then release(): frees the slot and wakes the next waiter.
+//   put_idle() or close(), then release(): frees the slot and wakes the next waiter.
 #pragma once
 
 #include <sys/socket.h>
@@ -22,6 +22,7 @@
 
 #include "config/config.h"
 #include "core/clock.h"
+#include "event/deferred.h"
 #include "event/poller.h"
 #include "event/timer_list.h"
 #include "event/timer_set.h"
@@ -34,6 +35,34 @@ namespace peregrine::upstream {
 int connect_to(const config::UpstreamServer& server);
 
 class GroupRuntime;
+
+// A connection to one upstream server. It stays registered with the poller for its whole life
+// (no epoll_ctl per request): while an exchange uses it, readiness goes to that user; while it
+// idles in the pool, any readiness (the back end closed it, or sent what it must not) or the
+// idle timeout closes it.
+class UpstreamConnection final : public event::Pollable,
+                                 public event::TimerOwner,
+                                 public event::Disposable {
+ public:
+  int fd() const { return fd_; }
+  size_t server() const { return server_; }
+  uint32_t uses() const { return uses_; }  // requests it carried before this one
+  bool reused() const { return uses_ > 0; }
+  void on_ready(uint32_t readiness) override;
+  void on_timeout() override;
+
+ private:
+  friend class GroupRuntime;
+  GroupRuntime* group_ = nullptr;
+  event::Pollable* user_ = nullptr;  // the exchange using it
+  bool idle_ = false;                // in the pool
+  int fd_ = -1;
+  size_t server_ = 0;
+  uint32_t uses_ = 0;
+  UpstreamConnection* prev_ = nullptr;  // pool links
+  UpstreamConnection* next_ = nullptr;
+  event::TimerNode idle_timer_;
+};
 
 // A request waiting in a group's queue for a free slot.
 class Waiter : public event::TimerOwner {
@@ -77,11 +106,22 @@ class GroupRuntime {
   // Leaves the queue (the client went away while waiting). Safe when not queued.
   void cancel(Waiter& waiter);
 
-  // An idle connection to `server` from the pool, or -1. `uses` = requests it has carried.
+  // The most recently used idle connection to `server`, now passing its readiness to `user`;
+  // null when the pool is empty.
+  UpstreamConnection* take_idle(size_t server, event::Pollable& user);
+  // A new connection to `server`, connecting: wait for writability, then check SO_ERROR. Null
+  // with errno set when the socket cannot even be created or the connect fails at once (EAGAIN:
+  // a unix socket's backlog is full).
+  UpstreamConnection* open(size_t server, event::Pollable& user);
+  // The request on `c` completed cleanly: keep it for the next one, unless the pool is full,
+  // keepalive_requests is reached or the server's cap would be exceeded (then it is closed).
+  void put_idle(UpstreamConnection* c);
+  // Closes `c` (freed after the current batch of events).
+  void close(UpstreamConnection* c);
+
+  // The same for callers that manage the descriptor themselves (its poller registration moves
+  // with it): -1 when the pool is empty.
   int take_idle(size_t server, uint32_t* uses);
-  // Keeps a connection that finished a request cleanly for reuse (closes it when the pool is full
-  // or keepalive_requests is reached). The pool watches it: a close by the back end or its idle
-  // timeout closes it.
   void put_idle(size_t server, int fd, uint32_t uses);
 
   // Passive health with a log line when a server goes down. `what` says what failed.
@@ -98,15 +138,14 @@ class GroupRuntime {
   size_t idle(size_t server) const;
 
  private:
-  struct IdleConnection;
   struct Slots {
     uint32_t in_use = 0;
-    uint32_t cap = 0;                // 0 = unlimited
-    IdleConnection* idle = nullptr;  // most recently used first
+    uint32_t cap = 0;                    // 0 = unlimited
+    UpstreamConnection* idle = nullptr;  // most recently used first
     size_t idle_count = 0;
   };
-  void close_idle(IdleConnection* c);
-  friend struct IdleConnection;
+  void unlink_idle(UpstreamConnection* c);
+  friend class UpstreamConnection;
 
   const config::UpstreamGroup& config_;
   event::Poller& poller_;

@@ -143,10 +143,9 @@ class FastcgiExchange final : public server::Exchange,
   upstream::TriedSet tried_;
   size_t server_ = 0;
   bool has_slot_ = false;
-  int fd_ = -1;
-  bool registered_ = false;
+  upstream::UpstreamConnection* conn_ = nullptr;
+  int fd_ = -1;          // conn_'s descriptor
   bool reused_ = false;  // the connection came from the pool (may be stale)
-  uint32_t uses_ = 0;
   int64_t started_ms_ = 0;
   event::TimerNode io_timer_;
   IoTimerOwner io_timer_owner_;
@@ -243,16 +242,16 @@ void FastcgiExchange::on_queue_timeout() {
 
 void FastcgiExchange::connect_upstream() {
   phase_ = Phase::kConnecting;
-  reused_ = false;
-  fd_ = group_.take_idle(server_, &uses_);
-  if (fd_ >= 0) {
+  conn_ = group_.take_idle(server_, *this);
+  if (conn_) {
+    fd_ = conn_->fd();
     reused_ = true;
     on_connected();
     return;
   }
-  uses_ = 0;
-  fd_ = upstream::connect_to(server());
-  if (fd_ < 0) {
+  reused_ = false;
+  conn_ = group_.open(server_, *this);
+  if (!conn_) {
     if (errno == EAGAIN) {
       // php-fpm's listen backlog is full: keep the request waiting (bounded by queue_timeout)
       // instead of failing it, like a queued one.
@@ -266,31 +265,15 @@ void FastcgiExchange::connect_upstream() {
     upstream_failed(502, std::strerror(errno), true);
     return;
   }
-  if (!handler_.env_.poller.add(fd_, event::kReadable | event::kWritable | event::kEdgeTriggered,
-                                this)) {
-    upstream_failed(502, "cannot watch the socket", false);
-    return;
-  }
-  registered_ = true;
+  fd_ = conn_->fd();
   arm_io_timer(group_.config().connect_timeout);
   // Writability tells us the connect finished; on_ready() then calls on_connected().
 }
 
 void FastcgiExchange::on_connected() {
   phase_ = Phase::kActive;
-  if (!registered_) {
-    if (!handler_.env_.poller.add(fd_, event::kReadable | event::kWritable | event::kEdgeTriggered,
-                                  this) &&
-        !handler_.env_.poller.modify(
-            fd_, event::kReadable | event::kWritable | event::kEdgeTriggered, this)) {
-      upstream_failed(502, "cannot watch the socket", false);
-      return;
-    }
-    registered_ = true;
-  }
   arm_io_timer(group_.config().send_timeout);
-  if (!write_upstream()) return;
-  // A response may already be waiting only on a fresh event; reading now costs one EAGAIN.
+  write_upstream();
 }
 
 void FastcgiExchange::encode_request_head() {
@@ -629,9 +612,8 @@ void FastcgiExchange::complete(bool reusable) {
     return;
   }
   if (reusable) {
-    if (registered_) handler_.env_.poller.remove(fd_);
-    registered_ = false;
-    group_.put_idle(server_, fd_, uses_ + 1);
+    group_.put_idle(conn_);
+    conn_ = nullptr;
     fd_ = -1;
   } else {
     close_upstream();
@@ -676,7 +658,7 @@ void FastcgiExchange::upstream_failed(int status, const char* what, bool retryab
 }
 
 void FastcgiExchange::on_io_timeout() {
-  if (phase_ == Phase::kConnecting && fd_ < 0) {  // backlog retry
+  if (phase_ == Phase::kConnecting && !conn_) {  // backlog retry
     connect_upstream();
     return;
   }
@@ -702,10 +684,10 @@ void FastcgiExchange::arm_io_timer(config::Millis timeout) {
 
 void FastcgiExchange::close_upstream() {
   event::TimerList::disarm(io_timer_);
-  if (fd_ < 0) return;
-  ::close(fd_);  // also leaves the epoll set
+  if (!conn_) return;
+  group_.close(conn_);
+  conn_ = nullptr;
   fd_ = -1;
-  registered_ = false;
 }
 
 void FastcgiExchange::release_slot() {
@@ -747,7 +729,7 @@ FastcgiHandler::FastcgiHandler(const config::Route& route, const config::Site& s
   while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
   root_fd_ = ::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   read_buffer_ = std::make_unique_for_overwrite<char[]>(kReadChunk);
-  config::StaticOptions files = site.static_files;
+  config::StaticOptions files = route.static_files;
   files.root = root_;
   files.index.clear();
   for (const std::string& name : options_.index)
