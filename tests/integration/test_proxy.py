@@ -534,7 +534,7 @@ class TestBodies(ProxyTestCase):
             self.assertEqual(status, 200)
             self.assertEqual(dict((k.lower(), v) for k, v in headers)["content-length"],
                              str(self.SIZE))
-            # A slow client first: the proxy must stop reading the back end, not buffer.
+            # A slow client first: what it cannot take goes to the spool file, not to memory.
             time.sleep(1.0)
             digest = hashlib.sha256()
             got = len(c.buf)
@@ -548,6 +548,38 @@ class TestBodies(ProxyTestCase):
         self.assertEqual(got, self.SIZE)
         self.assertEqual(digest.hexdigest(), pattern_sha256(self.SIZE))
         self.assertLess(vm_hwm_kb(srv.pid), self.RSS_LIMIT_KB)
+
+    def test_slow_client_releases_the_upstream_connection_early(self):
+        a = self.backend("A")
+        size = 20 * 1024 * 1024
+        for spool in (True, False):
+            keys = {} if spool else {"proxy_buffer": 65536, "proxy_temp_file_max": 0}
+            srv = self.proxy(upstream_toml("app", [{"address": a.address, "max_conns": 1}],
+                                           queue_timeout="1s"),
+                             route_toml("/", proxy="http://app", **keys))
+            slow = RawClient(srv.port, timeout=30, rcvbuf=65536)
+            slow.send(build_request("GET", f"/download?bytes={size}"))
+            _, status, _, _, _ = slow.read_head()
+            self.assertEqual(status, 200)
+            # The slow client reads nothing. With the spool, the back end's answer is read to the
+            # end and its one slot is free for another client; without, it stays taken.
+            if spool:
+                self.wait_for(lambda: self.get(srv.port, "/x")[0] == 200, 5,
+                              msg="the slot freed while the slow client still reads")
+            else:
+                status, headers, _ = self.get(srv.port, "/x")
+                self.assertEqual((status, headers["Retry-After"]), (503, "1"))
+            digest = hashlib.sha256(bytes(slow.buf))
+            got = len(slow.buf)
+            while got < size:
+                chunk = slow.sock.recv(1 << 20)
+                self.assertTrue(chunk, f"closed after {got} bytes")
+                digest.update(chunk)
+                got += len(chunk)
+            slow.close()
+            self.assertEqual(digest.hexdigest(), pattern_sha256(size))
+            self.assertLess(vm_hwm_kb(srv.pid), self.RSS_LIMIT_KB)
+            self.stop_ok(srv)
 
     def test_50mb_upload_streams_with_bounded_memory(self):
         a = self.backend("A")

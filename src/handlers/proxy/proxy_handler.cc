@@ -1,6 +1,7 @@
 #include "handlers/proxy/proxy_handler.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -141,6 +142,7 @@ class ProxyExchange final : public server::Exchange,
   ~ProxyExchange() override {
     event::TimerList::disarm(io_timer_.node);
     if (fd_ >= 0) ::close(fd_);
+    if (spool_fd_ >= 0) ::close(spool_fd_);
   }
 
   // Returns false when the exchange already ended (answered or failed) during the call.
@@ -167,6 +169,7 @@ class ProxyExchange final : public server::Exchange,
     kResponseBody,  // relaying the response body (head already sent to the client)
     kDrain,         // intercepted error: reading and discarding the upstream body
     kTunnel,        // after 101: bytes both ways
+    kSpoolDrain,    // upstream done and released; the client takes the spooled rest
     kDone,
   };
 
@@ -190,6 +193,14 @@ class ProxyExchange final : public server::Exchange,
   void fill_response_headers(std::string_view head, bool tunnel);
   void pump_body();
   bool deliver(std::string_view piece);
+  bool spool_enabled() const;
+  bool spooled() const { return spool_off_ < spool_.size() || file_read_ < file_write_; }
+  bool spool_has_room() const;
+  bool reading_paused() const { return client_full_ && !spool_has_room(); }
+  void spool(std::string_view piece);
+  bool spool_to_file(std::string_view piece);
+  void drain_spool();
+  void finish_downstream();
   void response_complete();
   void upstream_eof();
   void on_io_timeout();
@@ -260,8 +271,19 @@ class ProxyExchange final : public server::Exchange,
   http1::ChunkedDecoder chunked_;
   uint64_t remaining_ = 0;  // kLength: body bytes still to come
   bool keep_alive_ = false;
-  bool streamed_ = false;       // send_head() was called
-  bool client_paused_ = false;  // send_body() said kFull: wait for on_writable()
+  bool streamed_ = false;     // send_head() was called
+  bool client_full_ = false;  // send_body() said kFull: wait for on_writable()
+
+  // The spool for slow clients: what the client cannot take yet is kept (memory up to
+  // proxy_buffer, then a temporary file up to proxy_temp_file_max) so that the upstream
+  // connection is read to the end and released early. Memory part first, then the file.
+  std::string spool_;
+  size_t spool_off_ = 0;
+  int spool_fd_ = -1;
+  uint64_t file_write_ = 0;  // bytes written to the file
+  uint64_t file_read_ = 0;   // of which sent
+  std::unique_ptr<char[]> file_scratch_;
+  bool upstream_finished_ = false;  // response read completely; the spool drains to the client
   int status_ = 0;
   Response response_;
   std::vector<HeaderView> fields_;
@@ -484,15 +506,17 @@ void ProxyExchange::on_abort() {
 }
 
 void ProxyExchange::on_writable() {
-  if (done_ || !client_paused_) return;
-  client_paused_ = false;
+  if (done_ || !client_full_) return;
+  client_full_ = false;
+  drain_spool();
+  if (done_ || phase_ == Phase::kSpoolDrain || fd_ < 0) return;
   if (phase_ == Phase::kTunnel)
     arm_io(handler_.options_.tunnel_idle_timeout.count());
   else
     arm_io(group_.config().read_timeout.count());
   // Bytes still buffered first, then the socket (edge-triggered: it may hold more).
   process_input();
-  if (!done_ && !client_paused_) read_upstream();
+  if (!done_ && !reading_paused()) read_upstream();
 }
 
 void ProxyExchange::on_io_timeout() {
@@ -522,6 +546,7 @@ void ProxyExchange::on_io_timeout() {
       end();
       return;
     case Phase::kQueued:
+    case Phase::kSpoolDrain:  // no upstream left; the client connection has its own timeout
     case Phase::kDone:
       return;
   }
@@ -653,7 +678,11 @@ void ProxyExchange::write_failed(int error) {
 
 void ProxyExchange::read_upstream() {
   if (!in_) in_ = std::make_unique<char[]>(kReadBufferBytes);
-  while (!done_ && fd_ >= 0 && !client_paused_) {
+  while (!done_ && fd_ >= 0) {
+    if (reading_paused()) {
+      disarm_io();  // the client's slowness is not the back end's
+      return;
+    }
     if (in_off_ == in_len_) {
       in_off_ = in_len_ = 0;
     } else if (in_len_ == kReadBufferBytes && in_off_ > 0) {
@@ -890,20 +919,132 @@ void ProxyExchange::start_tunnel(std::string_view head, size_t head_end) {
 
 bool ProxyExchange::deliver(std::string_view piece) {
   if (phase_ == Phase::kDrain || piece.empty()) return true;
+  if ((client_full_ || spooled()) && spool_enabled()) {
+    spool(piece);  // behind what already waits
+    return true;
+  }
   switch (downstream_.send_body(piece)) {
     case server::Downstream::Sent::kMore:
       return true;
     case server::Downstream::Sent::kFull:
-      // Keep relaying what is already buffered (at most one read buffer), but read no more
-      // from the back end until the client catches up; its slowness is not a read timeout.
-      client_paused_ = true;
-      disarm_io();
+      // Without room to spool, the rest of what is buffered (at most one read buffer) still
+      // goes to the client's queue, but nothing more is read until it catches up.
+      client_full_ = true;
       return true;
     case server::Downstream::Sent::kGone:
       client_gone();
       return false;
   }
   return false;
+}
+
+bool ProxyExchange::spool_enabled() const {
+  return phase_ == Phase::kResponseBody &&
+         (handler_.options_.buffer_bytes > 0 || handler_.options_.max_temp_file_bytes > 0);
+}
+
+bool ProxyExchange::spool_has_room() const {
+  if (!spool_enabled()) return false;
+  bool file_active = file_read_ < file_write_;
+  if (!file_active && spool_.size() - spool_off_ < handler_.options_.buffer_bytes) return true;
+  return spool_fd_ != -2 && file_write_ < handler_.options_.max_temp_file_bytes;
+}
+
+void ProxyExchange::spool(std::string_view piece) {
+  // Memory always holds older bytes than the file: once the file is in use, everything goes
+  // there until it has drained.
+  bool file_active = file_read_ < file_write_;
+  uint64_t in_memory = spool_.size() - spool_off_;
+  if (!file_active && in_memory + piece.size() <= handler_.options_.buffer_bytes) {
+    spool_.append(piece);
+    return;
+  }
+  // Past the limits by at most this piece: reading stops now (reading_paused()).
+  bool file_allowed = spool_fd_ != -2 && (file_active || file_write_ + piece.size() <=
+                                                             handler_.options_.max_temp_file_bytes);
+  if (file_allowed && spool_to_file(piece)) return;
+  if (file_active) {
+    body_failed(502, "cannot buffer the response for a slow client");
+    return;
+  }
+  spool_.append(piece);
+}
+
+bool ProxyExchange::spool_to_file(std::string_view piece) {
+  if (spool_fd_ == -1) {
+    spool_fd_ = ::open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (spool_fd_ < 0) {
+      // Not every file system has O_TMPFILE: an unlinked named file does the same.
+      char name[] = "/tmp/peregrine-proxy-XXXXXX";
+      spool_fd_ = mkostemp(name, O_CLOEXEC);
+      if (spool_fd_ >= 0) ::unlink(name);
+    }
+    if (spool_fd_ < 0) {
+      LOG_ERROR("proxy: cannot create a temporary file in /tmp to buffer a response: %s",
+                std::strerror(errno));
+      spool_fd_ = -2;  // do not try again for this response
+      return false;
+    }
+  }
+  while (!piece.empty()) {
+    ssize_t n = ::pwrite(spool_fd_, piece.data(), piece.size(), static_cast<off_t>(file_write_));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      LOG_ERROR("proxy: writing the response buffer file failed: %s",
+                n < 0 ? std::strerror(errno) : "no space");
+      ::close(spool_fd_);
+      spool_fd_ = -2;
+      return false;
+    }
+    file_write_ += static_cast<uint64_t>(n);
+    piece.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Sends spooled bytes until the client is full again or the spool is empty.
+void ProxyExchange::drain_spool() {
+  while (!done_ && !client_full_ && spooled()) {
+    std::string_view piece;
+    bool from_memory = spool_off_ < spool_.size();
+    if (from_memory) {
+      piece = std::string_view(spool_).substr(spool_off_, kReadBufferBytes);
+    } else {
+      if (!file_scratch_) file_scratch_ = std::make_unique<char[]>(kReadBufferBytes);
+      uint64_t want = file_write_ - file_read_;
+      if (want > kReadBufferBytes) want = kReadBufferBytes;
+      ssize_t n = ::pread(spool_fd_, file_scratch_.get(), want, static_cast<off_t>(file_read_));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        body_failed(502, "reading the response buffer file failed",
+                    n < 0 ? std::strerror(errno) : "short file");
+        return;
+      }
+      piece = std::string_view(file_scratch_.get(), static_cast<size_t>(n));
+    }
+    server::Downstream::Sent sent = downstream_.send_body(piece);
+    if (from_memory) {
+      spool_off_ += piece.size();
+      if (spool_off_ == spool_.size()) {
+        spool_.clear();
+        spool_off_ = 0;
+      }
+    } else {
+      file_read_ += piece.size();
+      if (file_read_ == file_write_) file_read_ = file_write_ = 0;  // reuse the file from 0
+    }
+    if (sent == server::Downstream::Sent::kGone) {
+      client_gone();
+      return;
+    }
+    if (sent == server::Downstream::Sent::kFull) client_full_ = true;
+  }
+  if (!done_ && phase_ == Phase::kSpoolDrain && !spooled()) finish_downstream();
+}
+
+void ProxyExchange::finish_downstream() {
+  downstream_.finish();
+  end();
 }
 
 void ProxyExchange::pump_body() {
@@ -959,6 +1100,13 @@ void ProxyExchange::response_complete() {
               out_off_ == out_.size() && phase_ != Phase::kTunnel;
   close_upstream(pool);
   release_slot(true);
+  if (phase_ == Phase::kResponseBody && spooled()) {
+    // The back end is done and free; the client still has the spool to take.
+    phase_ = Phase::kSpoolDrain;
+    upstream_finished_ = true;
+    if (!client_full_) drain_spool();
+    return;
+  }
   if (phase_ == Phase::kDrain) {
     // Only the status: the connection adds the site's error page.
     response_.clear();
