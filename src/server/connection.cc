@@ -11,6 +11,7 @@
 
 #include "core/log.h"
 #include "core/strings.h"
+#include "event/deferred.h"
 #include "http/path.h"
 #include "http/router.h"
 #include "http/status.h"
@@ -34,7 +35,7 @@ struct BodyWait {
 
 // A request an asynchronous handler answers (state kExchange). Like BodyWait, the head stays in
 // the read buffer before `origin`; the body streams from there to the exchange.
-struct InFlight {
+struct InFlight : event::Disposable {
   Request request;
   Ref<RouteTable> routes;
   SiteRuntime* site = nullptr;
@@ -584,7 +585,7 @@ void Connection::close_now() {
   release_buffer();
   pending_.reset();
   body_wait_.reset();
-  flight_.reset();
+  drop_flight();
   chunked_.reset();
   worker_.close_connection(this);
 }
@@ -663,7 +664,7 @@ bool Connection::process_exchange_input() {
         if (f->head_sent) {
           close_now();
         } else {
-          flight_.reset();
+          drop_flight();
           chunked_.reset();
           state_ = State::kHead;
           start_ = end_;
@@ -688,14 +689,11 @@ bool Connection::process_exchange_input() {
         if (f->head_sent) {
           close_now();
         } else {
-          Request request = f->request;
-          Ref<RouteTable> keep = f->routes;
-          SiteRuntime* site = f->site;
-          flight_.reset();
+          drop_flight();  // freed after this batch: f stays valid for the answer
           chunked_.reset();
           state_ = State::kHead;
           start_ = end_;
-          respond_error(413, &request, site);
+          respond_error(413, &f->request, f->site);
         }
         return false;
       }
@@ -895,7 +893,7 @@ void Connection::finish() {
     f.site->access_log->log(f.request, f.status, f.body_bytes_sent, worker_.clock().wall_seconds);
   if (f.tunnel) {  // the upstream side of the tunnel closed: so do we, once the rest is out
     keep_alive_ = false;
-    flight_.reset();
+    drop_flight();
     state_ = State::kHead;
     start_ = end_;
     if (!worker_.scratch_output().empty()) queue_scratch_output();
@@ -927,7 +925,7 @@ void Connection::fail(int status) {
 void Connection::end_exchange() {
   if (state_ != State::kExchange) return;
   bool body_done = flight_->body_done;
-  flight_.reset();
+  drop_flight();
   chunked_.reset();
   state_ = State::kHead;
   if (!body_done) {
@@ -956,6 +954,13 @@ void Connection::continue_after_exchange() {
     return;
   }
   become_idle_or_wait();
+}
+
+// The exchange may still be running (it called respond() or finish(), or a write failed inside
+// its call), and the request and route table it uses (the handler, its upstream group) must
+// outlive it: free them after this batch of events, like the exchange itself.
+void Connection::drop_flight() {
+  if (flight_) event::dispose_later(flight_.release());
 }
 
 void Connection::abort_exchange() {

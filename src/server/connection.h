@@ -77,6 +77,7 @@ class Connection final : public event::Pollable, public event::TimerOwner, publi
   void queue_scratch_output();
   bool write_for_exchange();
   void abort_exchange();
+  void drop_flight();
   void respond_error(int status, const Request* request, SiteRuntime* site);
   void finish_response(const Request& request, Response& response, SiteRuntime* site);
   // Status line, Date/Server, Connection and the response's headers; the caller adds the framing
