@@ -140,8 +140,9 @@ class ProxyExchange final : public server::Exchange,
   }
 
   ~ProxyExchange() override {
+    // Every way to end closes the upstream connection first (end() makes sure): the group may
+    // be gone by now, after a reload, so it is not touched here.
     event::TimerList::disarm(io_timer_.node);
-    if (fd_ >= 0) ::close(fd_);
     if (spool_fd_ >= 0) ::close(spool_fd_);
   }
 
@@ -243,8 +244,8 @@ class ProxyExchange final : public server::Exchange,
   int last_status_ = 502;
 
   // The upstream connection.
-  int fd_ = -1;
-  uint32_t uses_ = 0;      // requests the connection carried before this one (pooled)
+  upstream::UpstreamConnection* conn_ = nullptr;
+  int fd_ = -1;            // conn_'s descriptor
   bool reused_ = false;    // taken from the pool: may be stale
   bool got_byte_ = false;  // any response byte on this connection
   IoTimer io_timer_;
@@ -419,20 +420,18 @@ void ProxyExchange::acquire_server() {
 }
 
 void ProxyExchange::open_connection(bool fresh_only) {
-  reused_ = false;
-  uses_ = 0;
-  if (!fresh_only) {
-    fd_ = group_.take_idle(server_, &uses_);
-    reused_ = fd_ >= 0;
-  }
-  if (fd_ < 0) {
-    uses_ = 0;
-    fd_ = upstream::connect_to(group_.server(server_));
-    if (fd_ < 0) {
+  // Connections stay registered with the poller for their whole life; the group forwards their
+  // readiness to us while we use them.
+  conn_ = fresh_only ? nullptr : group_.take_idle(server_, *this);
+  reused_ = conn_ != nullptr;
+  if (!conn_) {
+    conn_ = group_.open(server_, *this);
+    if (!conn_) {
       attempt_failed(Failure::kConnect, 502, "connect failed", std::strerror(errno));
       return;
     }
   }
+  fd_ = conn_->fd();
   got_byte_ = false;
   written_any_ = false;
   write_blocked_ = false;
@@ -442,12 +441,6 @@ void ProxyExchange::open_connection(bool fresh_only) {
   if (replayable_) out_off_ = 0;
   if (out_off_ == 0 && handler_.request_options_.host_mode == HostMode::kUpstream)
     build_request_head();  // Host names this server
-  if (!handler_.poller_.add(fd_, event::kReadable | event::kWritable | event::kEdgeTriggered,
-                            this)) {
-    attempt_failed(Failure::kConnect, 502, "cannot watch the upstream socket",
-                   std::strerror(errno));
-    return;
-  }
   if (reused_) {
     connected();
   } else {
@@ -1247,12 +1240,12 @@ void ProxyExchange::arm_io(int64_t duration_ms) {
 
 void ProxyExchange::close_upstream(bool pool) {
   disarm_io();
-  if (fd_ < 0) return;
-  handler_.poller_.remove(fd_);
+  if (!conn_) return;
   if (pool)
-    group_.put_idle(server_, fd_, uses_ + 1);
+    group_.put_idle(conn_);
   else
-    ::close(fd_);
+    group_.close(conn_);
+  conn_ = nullptr;
   fd_ = -1;
 }
 
@@ -1265,6 +1258,8 @@ void ProxyExchange::release_slot(bool success) {
 
 void ProxyExchange::end() {
   if (done_) return;
+  close_upstream(false);  // normally done already
+  release_slot(false);
   done_ = true;
   phase_ = Phase::kDone;
   disarm_io();
