@@ -388,6 +388,22 @@ class TestRetries(ProxyTestCase):
         self.assertEqual((a.stats()["by_path"].get("/close"), b.stats()["by_path"].get("/close")),
                          (1, 1), "an idempotent request is tried on the next server")
 
+    def test_tries_are_bounded_by_count_and_time_budget(self):
+        backends = [self.backend(n) for n in "ABCD"]
+        for keys, expected_tries in (({"tries": 3}, 3), ({"tries": 4, "try_timeout": "700ms"}, 2)):
+            for b in backends:
+                b.reset()
+            srv = self.proxy_to(backends, read_timeout="400ms", max_fails=0, **keys)
+            started = time.monotonic()
+            status, _, _ = self.get(srv.port, "/hang")
+            elapsed = time.monotonic() - started
+            self.assertEqual(status, 504)
+            tried = sum(b.stats()["by_path"].get("/hang", 0) for b in backends)
+            self.assertEqual(tried, expected_tries, keys)
+            self.assertGreater(elapsed, 0.4 * expected_tries - 0.1)
+            self.assertLess(elapsed, 0.4 * expected_tries + 1.0)
+            self.stop_ok(srv)
+
     def test_connect_timeout_gives_504(self):
         # A listener that never accepts, with its backlog full: further SYNs are dropped, so a
         # connect neither succeeds nor fails.
@@ -619,6 +635,32 @@ class TestBodies(ProxyTestCase):
             resp = c.request("POST", "/upload?chunked_response=1", body=b"abc")
             self.assertEqual(json.loads(resp.body)["length"], 3)
             self.assertEqual(resp.header("Content-Length"), str(len(resp.body)))
+
+    def test_early_answer_to_an_upload_reaches_the_client(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], limits="max_body_bytes = 104857600", max_fails=0)
+        with RawClient(srv.port, timeout=10) as c:
+            size = 20 * 1024 * 1024
+            c.send(f"POST /reject HTTP/1.1\r\nHost: localhost\r\nContent-Length: {size}\r\n\r\n")
+            try:
+                block = b"x" * (1 << 20)
+                for _ in range(size // len(block)):
+                    c.sock.sendall(block)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the proxy may stop reading once the answer is out
+            resp = c.read_final_response()
+        self.assertEqual((resp.status, resp.body), (413, b"too large for A"))
+        self.assert_serving(srv, "/x")
+
+    def test_head_keeps_the_length(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a])
+        with RawClient(srv.port) as c:
+            resp = c.request("HEAD", "/download?bytes=12345")
+            self.assertEqual((resp.status, resp.header("Content-Length"), resp.body),
+                             (200, "12345", b""))
+            resp = c.request("GET", "/x")  # the connection is still in step
+            self.assertEqual(resp.body, b"A")
 
     def test_http10_client_gets_a_close_delimited_body(self):
         a = self.backend("A")

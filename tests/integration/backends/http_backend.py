@@ -20,6 +20,7 @@ slowness, WebSocket upgrades. What it does depends on the path (query parameters
   /partial             a head announcing 1000 bytes, 10 of them, then a close
   /post_close          reads the whole body, then closes without answering
   /hang                never answers
+  /reject              413 before reading the request body, then a close
   /health              200 "ok", or 503 once /control/health?ok=0 was called
   /ws                  WebSocket echo (RFC 6455; text and binary frames, ping, close)
   anything else        200 with this back end's id as the body (after --slow-ms)
@@ -215,6 +216,10 @@ class Backend:
             return False
         if path == "/hang":
             await asyncio.sleep(3600)
+            return False
+        if path == "/reject":  # answers before reading the body, then closes
+            self.send(writer, 413, b"too large for " + self.id.encode(), close=True)
+            await writer.drain()
             return False
 
         digest = hashlib.sha256()
