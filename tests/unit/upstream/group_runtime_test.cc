@@ -1,0 +1,1236 @@
+// Tests for a worker's live view of an upstream group (src/upstream/group_runtime.h): per-server
+// slot caps, the FIFO wait queue and its timeouts, passive health, the idle keep-alive pool and
+// connect_to(). Real objects throughout: an epoll poller, a TimerSet, socketpairs and sockets.
+#include "upstream/group_runtime.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/clock.h"
+#include "event/deferred.h"
+#include "event/poller.h"
+#include "event/timer_set.h"
+
+namespace peregrine::upstream {
+namespace {
+
+using Acquire = GroupRuntime::Acquire;
+
+config::UpstreamServer unix_server(const std::string& path, uint32_t max_conns = 0) {
+  config::UpstreamServer s;
+  s.address = "unix:" + path;
+  auto* un = reinterpret_cast<sockaddr_un*>(&s.addr);
+  un->sun_family = AF_UNIX;
+  std::strncpy(un->sun_path, path.c_str(), sizeof un->sun_path - 1);
+  s.addr_len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+  s.max_conns = max_conns;
+  return s;
+}
+
+config::UpstreamServer tcp_server(uint16_t port, uint32_t max_conns = 0) {
+  config::UpstreamServer s;
+  s.address = "127.0.0.1:" + std::to_string(port);
+  auto* in = reinterpret_cast<sockaddr_in*>(&s.addr);
+  in->sin_family = AF_INET;
+  in->sin_port = htons(port);
+  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  s.addr_len = sizeof(sockaddr_in);
+  s.max_conns = max_conns;
+  return s;
+}
+
+bool fd_open(int fd) {
+  return ::fcntl(fd, F_GETFD) != -1;
+}
+
+// True when the other end of a socketpair was closed: a read returns end of file, or a reset
+// when the closed end had unread data.
+bool peer_closed(int fd) {
+  char c;
+  ssize_t n = ::recv(fd, &c, 1, MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno == ECONNRESET);
+}
+
+// A waiter that records what happened to it, and optionally takes the slot it is offered.
+class TestWaiter final : public Waiter {
+ public:
+  TestWaiter(int id, std::vector<int>* log) : id_(id), log_(log) {}
+  ~TestWaiter() {
+    if (queued_in) queued_in->cancel(*this);  // a failed assertion may leave it queued
+  }
+
+  void on_slot_ready() override {
+    ++ready;
+    if (log_) log_->push_back(id_);
+    if (group && reacquire) {
+      server = SIZE_MAX;
+      last = group->acquire(PickContext{now}, tried, *this, &server);
+      if (last == Acquire::kReady && take_idle) idle_fd = group->take_idle(server, &idle_uses);
+    }
+  }
+  void on_queue_timeout() override {
+    ++timeouts;
+    if (log_) log_->push_back(-id_);
+  }
+
+  int ready = 0;
+  int timeouts = 0;
+  // Re-acquire on on_slot_ready() like the FastCGI and proxy exchanges do.
+  GroupRuntime* group = nullptr;
+  bool reacquire = true;
+  bool take_idle = false;
+  int64_t now = 0;
+  TriedSet tried;
+  Acquire last = Acquire::kUnavailable;
+  size_t server = SIZE_MAX;
+  int idle_fd = -1;
+  uint32_t idle_uses = 0;
+
+ private:
+  int id_;
+  std::vector<int>* log_;
+};
+
+class GroupRuntimeTest : public ::testing::Test {
+ protected:
+  GroupRuntimeTest() : poller_(event::make_epoll_poller()) { clock_.monotonic_ms = 100'000; }
+
+  ~GroupRuntimeTest() override {
+    runtime_.reset();
+    event::dispose_pending();
+    for (int fd : fds_) ::close(fd);
+    for (int fd : peers_) ::close(fd);
+    if (!dir_.empty()) {
+      for (const std::string& p : paths_) ::unlink(p.c_str());
+      ::rmdir(dir_.c_str());
+    }
+  }
+
+  GroupRuntime& make(int workers = 1) {
+    runtime_ = std::make_unique<GroupRuntime>(group_, *poller_, timers_, clock_, workers);
+    return *runtime_;
+  }
+
+  PickContext now() const { return PickContext{clock_.monotonic_ms}; }
+  TriedSet none() const { return TriedSet(group_.servers.size()); }
+
+  Acquire acquire(TestWaiter& w, size_t* server) {
+    return runtime_->acquire(now(), none(), w, server);
+  }
+
+  // A connected socketpair; returns the end for the pool and the peer in *peer, which the
+  // fixture closes at the end unless the test does with close_peer().
+  int pair(int* peer) {
+    int sv[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    *peer = sv[1];
+    peers_.push_back(sv[1]);
+    return sv[0];
+  }
+
+  void close_peer(int peer) {
+    std::erase(peers_, peer);
+    ::close(peer);
+  }
+
+  // Polls without blocking and hands every event to its target, as a worker's loop does, then
+  // frees what the handlers disposed of. Returns the number of events.
+  int pump() {
+    event::ReadyEvent events[32];
+    int n = poller_->wait(0, events, 32);
+    for (int i = 0; i < n; ++i) events[i].target->on_ready(events[i].readiness);
+    event::dispose_pending();
+    return n;
+  }
+
+  std::string temp_dir() {
+    if (dir_.empty()) {
+      char tmpl[] = "/tmp/peregrine-gr-XXXXXX";
+      EXPECT_NE(::mkdtemp(tmpl), nullptr);
+      dir_ = tmpl;
+    }
+    return dir_;
+  }
+
+  // A listening unix socket at dir/name.
+  int listen_unix(const std::string& name, int backlog, std::string* path) {
+    *path = temp_dir() + "/" + name;
+    paths_.push_back(*path);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_GE(fd, 0);
+    config::UpstreamServer s = unix_server(*path);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&s.addr), s.addr_len), 0)
+        << std::strerror(errno);
+    if (backlog >= 0) EXPECT_EQ(::listen(fd, backlog), 0);
+    fds_.push_back(fd);
+    return fd;
+  }
+
+  config::UpstreamGroup group_;
+  std::unique_ptr<event::Poller> poller_;
+  event::TimerSet timers_;
+  Clock clock_;
+  std::unique_ptr<GroupRuntime> runtime_;
+  std::vector<int> fds_;
+  std::vector<int> peers_;
+  std::string dir_;
+  std::vector<std::string> paths_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Caps.
+
+TEST_F(GroupRuntimeTest, CapIsMaxConnsDividedByWorkersRoundedDownAtLeastOne) {
+  group_.name = "caps";
+  group_.servers = {unix_server("/a", 10), unix_server("/b", 3), unix_server("/c", 0),
+                    unix_server("/d", 8),  unix_server("/e", 7), unix_server("/f", 1)};
+  GroupRuntime& g = make(4);
+  EXPECT_EQ(g.cap(0), 2u);  // 10 / 4 = 2.5, rounded down
+  EXPECT_EQ(g.cap(1), 1u);  // 3 / 4 = 0.75: at least one per worker
+  EXPECT_EQ(g.cap(2), 0u);  // unlimited stays unlimited
+  EXPECT_EQ(g.cap(3), 2u);
+  EXPECT_EQ(g.cap(4), 1u);  // 7 / 4 = 1.75
+  EXPECT_EQ(g.cap(5), 1u);
+}
+
+TEST_F(GroupRuntimeTest, CapWithOneOrNoWorkerCountIsTheWholeMaxConns) {
+  group_.servers = {unix_server("/a", 7)};
+  EXPECT_EQ(make(1).cap(0), 7u);
+  EXPECT_EQ(make(0).cap(0), 7u);  // a worker count of 0 is treated as 1
+  EXPECT_EQ(make(2).cap(0), 3u);
+}
+
+TEST_F(GroupRuntimeTest, AcquireIsReadyUntilTheCapThenQueued) {
+  group_.servers = {unix_server("/a", 6)};
+  GroupRuntime& g = make(2);  // cap 3
+  ASSERT_EQ(g.cap(0), 3u);
+  TestWaiter w1(1, nullptr), w2(2, nullptr), w3(3, nullptr), w4(4, nullptr);
+  size_t server = 99;
+  EXPECT_EQ(acquire(w1, &server), Acquire::kReady);
+  EXPECT_EQ(server, 0u);
+  EXPECT_EQ(acquire(w2, &server), Acquire::kReady);
+  EXPECT_EQ(acquire(w3, &server), Acquire::kReady);
+  EXPECT_EQ(g.in_use(0), 3u);
+  EXPECT_EQ(g.upstream().group().active(0), 3);  // least-connections bookkeeping follows
+  EXPECT_EQ(g.queued(), 0u);
+  EXPECT_EQ(w1.queued_in, nullptr);
+
+  EXPECT_EQ(acquire(w4, &server), Acquire::kQueued);
+  EXPECT_EQ(g.in_use(0), 3u);
+  EXPECT_EQ(g.queued(), 1u);
+  EXPECT_EQ(w4.queued_in, &g);
+  EXPECT_TRUE(w4.queue_timer.armed());
+  g.cancel(w4);
+}
+
+TEST_F(GroupRuntimeTest, UnlimitedServerNeverQueues) {
+  group_.servers = {unix_server("/a", 0)};
+  GroupRuntime& g = make(4);
+  TestWaiter w(1, nullptr);
+  size_t server;
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(acquire(w, &server), Acquire::kReady) << i;
+  EXPECT_EQ(g.in_use(0), 100u);
+  EXPECT_EQ(g.queued(), 0u);
+}
+
+TEST_F(GroupRuntimeTest, FullServerIsSkippedForAnotherWithRoom) {
+  group_.servers = {unix_server("/a", 1), unix_server("/b", 2)};
+  GroupRuntime& g = make(1);
+  TestWaiter w(1, nullptr);
+  size_t s1, s2, s3;
+  ASSERT_EQ(acquire(w, &s1), Acquire::kReady);
+  ASSERT_EQ(acquire(w, &s2), Acquire::kReady);
+  ASSERT_EQ(acquire(w, &s3), Acquire::kReady);
+  EXPECT_EQ(g.in_use(0), 1u);
+  EXPECT_EQ(g.in_use(1), 2u);
+  EXPECT_EQ(acquire(w, &s1), Acquire::kQueued);  // both full now
+  g.cancel(w);
+}
+
+TEST_F(GroupRuntimeTest, ReleaseGivesTheSlotBack) {
+  group_.servers = {unix_server("/a", 1)};
+  GroupRuntime& g = make(1);
+  TestWaiter w(1, nullptr);
+  size_t server;
+  ASSERT_EQ(acquire(w, &server), Acquire::kReady);
+  g.release(server);
+  EXPECT_EQ(g.in_use(0), 0u);
+  EXPECT_EQ(g.upstream().group().active(0), 0);
+  EXPECT_EQ(acquire(w, &server), Acquire::kReady);
+  g.release(server);
+  g.release(server);  // one release too many never goes below zero
+  EXPECT_EQ(g.in_use(0), 0u);
+  EXPECT_EQ(acquire(w, &server), Acquire::kReady);
+  EXPECT_EQ(acquire(w, &server), Acquire::kQueued);
+  g.cancel(w);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The wait queue.
+
+TEST_F(GroupRuntimeTest, ReleaseWakesTheFirstWaiterInFifoOrder) {
+  group_.servers = {unix_server("/a", 1)};
+  GroupRuntime& g = make(1);
+  std::vector<int> log;
+  TestWaiter holder(0, &log), w1(1, &log), w2(2, &log), w3(3, &log);
+  for (TestWaiter* w : {&w1, &w2, &w3}) {
+    w->group = &g;
+    w->now = clock_.monotonic_ms;
+    w->tried = none();
+  }
+  size_t server;
+  ASSERT_EQ(acquire(holder, &server), Acquire::kReady);
+  ASSERT_EQ(acquire(w1, &server), Acquire::kQueued);
+  ASSERT_EQ(acquire(w2, &server), Acquire::kQueued);
+  ASSERT_EQ(acquire(w3, &server), Acquire::kQueued);
+  EXPECT_EQ(g.queued(), 3u);
+
+  g.release(0);  // the holder is done: w1, and only w1, is offered the slot
+  EXPECT_EQ(log, std::vector<int>({1}));
+  EXPECT_EQ(w1.ready, 1);
+  EXPECT_EQ(w1.last, Acquire::kReady);
+  EXPECT_EQ(w1.server, 0u);
+  EXPECT_EQ(w1.queued_in, nullptr);
+  EXPECT_FALSE(w1.queue_timer.armed());
+  EXPECT_EQ(g.queued(), 2u);
+  EXPECT_EQ(g.in_use(0), 1u);
+
+  g.release(0);
+  g.release(0);
+  EXPECT_EQ(log, std::vector<int>({1, 2, 3}));
+  EXPECT_EQ(g.queued(), 0u);
+  EXPECT_EQ(g.in_use(0), 1u);  // w3 holds it now
+
+  g.release(0);  // nobody waits any more
+  EXPECT_EQ(log, std::vector<int>({1, 2, 3}));
+  EXPECT_EQ(g.in_use(0), 0u);
+}
+
+TEST_F(GroupRuntimeTest, WokenWaiterFindsTheSlotAlreadyFree) {
+  group_.servers = {unix_server("/a", 1)};
+  GroupRuntime& g = make(1);
+  TestWaiter holder(0, nullptr), w(1, nullptr);
+  w.reacquire = false;
+  size_t server;
+  ASSERT_EQ(acquire(holder, &server), Acquire::kReady);
+  ASSERT_EQ(acquire(w, &server), Acquire::kQueued);
+  g.release(0);
+  EXPECT_EQ(w.ready, 1);
+  EXPECT_EQ(g.in_use(0), 0u);  // freed before the waiter was told
+  EXPECT_EQ(g.queued(), 0u);
+  EXPECT_EQ(acquire(w, &server), Acquire::kReady);
+}
+
+TEST_F(GroupRuntimeTest, CancelRemovesAWaiterFromAnyPosition) {
+  group_.servers = {unix_server("/a", 1)};
+  group_.queue_timeout = config::Millis(1000);
+  GroupRuntime& g = make(1);
+  std::vector<int> log;
+  TestWaiter holder(0, &log), w1(1, &log), w2(2, &log), w3(3, &log), w4(4, &log);
+  for (TestWaiter* w : {&w1, &w2, &w3, &w4}) w->reacquire = false;
+  size_t server;
+  ASSERT_EQ(acquire(holder, &server), Acquire::kReady);
+  for (TestWaiter* w : {&w1, &w2, &w3, &w4}) ASSERT_EQ(acquire(*w, &server), Acquire::kQueued);
+
+  g.cancel(w2);  // middle
+  EXPECT_EQ(g.queued(), 3u);
+  EXPECT_EQ(w2.queued_in, nullptr);
+  EXPECT_FALSE(w2.queue_timer.armed());
+  g.cancel(w2);  // not queued any more: harmless
+  EXPECT_EQ(g.queued(), 3u);
+  g.cancel(w4);  // tail
+  g.cancel(w1);  // head
+  EXPECT_EQ(g.queued(), 1u);
+  TestWaiter never(5, &log);
+  g.cancel(never);  // never queued
+  EXPECT_EQ(g.queued(), 1u);
+
+  // Cancelled waiters neither time out nor get woken.
+  timers_.run(clock_.monotonic_ms + 5000);
+  EXPECT_EQ(log, std::vector<int>({-3}));
+  g.release(0);
+  g.release(0);
+  EXPECT_EQ(log, std::vector<int>({-3}));
+  EXPECT_EQ(w1.ready + w2.ready + w4.ready, 0);
+}
+
+TEST_F(GroupRuntimeTest, CancelledWaiterCanQueueAgainAtTheBack) {
+  group_.servers = {unix_server("/a", 1)};
+  GroupRuntime& g = make(1);
+  std::vector<int> log;
+  TestWaiter holder(0, &log), w1(1, &log), w2(2, &log);
+  w1.reacquire = w2.reacquire = false;
+  size_t server;
+  ASSERT_EQ(acquire(holder, &server), Acquire::kReady);
+  ASSERT_EQ(acquire(w1, &server), Acquire::kQueued);
+  ASSERT_EQ(acquire(w2, &server), Acquire::kQueued);
+  g.cancel(w1);
+  ASSERT_EQ(acquire(w1, &server), Acquire::kQueued);
+  g.release(0);
+  EXPECT_EQ(log, std::vector<int>({2}));
+  g.cancel(w1);
+}
+
+TEST_F(GroupRuntimeTest, QueueFullIsRefused) {
+  group_.servers = {unix_server("/a", 1)};
+  group_.queue = 2;
+  GroupRuntime& g = make(1);
+  TestWaiter holder(0, nullptr), w1(1, nullptr), w2(2, nullptr), w3(3, nullptr);
+  size_t server;
+  ASSERT_EQ(acquire(holder, &server), Acquire::kReady);
+  EXPECT_EQ(acquire(w1, &server), Acquire::kQueued);
+  EXPECT_EQ(acquire(w2, &server), Acquire::kQueued);
+  ASSERT_EQ(acquire(w3, &server), Acquire::kQueueFull);
+  EXPECT_EQ(g.queued(), 2u);
+  EXPECT_EQ(w3.queued_in, nullptr);
+  EXPECT_FALSE(w3.queue_timer.armed());
+  g.cancel(w1);  // room again
+  EXPECT_EQ(acquire(w3, &server), Acquire::kQueued);
+  g.cancel(w2);
+  g.cancel(w3);
+}
+
+TEST_F(GroupRuntimeTest, ZeroQueueRefusesAtOnce) {
+  group_.servers = {unix_server("/a", 1)};
+  group_.queue = 0;
+  GroupRuntime& g = make(1);
+  TestWaiter w(1, nullptr);
+  size_t server;
+  ASSERT_EQ(acquire(w, &server), Acquire::kReady);
+  EXPECT_EQ(acquire(w, &server), Acquire::kQueueFull);
+  EXPECT_EQ(g.queued(), 0u);
+}
+
+TEST_F(GroupRuntimeTest, QueueTimeoutFiresAfterTheDeadline) {
+  group_.servers = {unix_server("/a", 1)};
+  group_.queue_timeout = config::Millis(500);
+  GroupRuntime& g = make(1);
+  std::vector<int> log;
+  TestWaiter holder(0, &log), w1(1, &log), w2(2, &log);
+  size_t server;
+  ASSERT_EQ(acquire(holder, &server), Acquire::kReady);
+  const int64_t t0 = clock_.monotonic_ms;
+  ASSERT_EQ(acquire(w1, &server), Acquire::kQueued);
+  clock_.monotonic_ms = t0 + 200;
+  ASSERT_EQ(acquire(w2, &server), Acquire::kQueued);
+  EXPECT_EQ(timers_.next_in(t0), 500);
+
+  timers_.run(t0 + 499);
+  EXPECT_TRUE(log.empty());
+  EXPECT_EQ(g.queued(), 2u);
+
+  timers_.run(t0 + 500);
+  EXPECT_EQ(log, std::vector<int>({-1}));
+  EXPECT_EQ(w1.timeouts, 1);
+  EXPECT_EQ(w1.queued_in, nullptr);  // it has left the queue when told
+  EXPECT_EQ(g.queued(), 1u);
+
+  timers_.run(t0 + 699);
+  EXPECT_EQ(log, std::vector<int>({-1}));
+  timers_.run(t0 + 10'000);
+  EXPECT_EQ(log, std::vector<int>({-1, -2}));
+  EXPECT_EQ(g.queued(), 0u);
+
+  g.release(0);  // nobody left to wake
+  EXPECT_EQ(w1.ready + w2.ready, 0);
+  EXPECT_EQ(w1.timeouts, 1);
+}
+
+TEST_F(GroupRuntimeTest, WokenWaiterDoesNotTimeOutLater) {
+  group_.servers = {unix_server("/a", 1)};
+  group_.queue_timeout = config::Millis(500);
+  GroupRuntime& g = make(1);
+  TestWaiter holder(0, nullptr), w(1, nullptr);
+  w.group = &g;
+  w.now = clock_.monotonic_ms;
+  w.tried = none();
+  size_t server;
+  ASSERT_EQ(acquire(holder, &server), Acquire::kReady);
+  ASSERT_EQ(acquire(w, &server), Acquire::kQueued);
+  g.release(0);
+  ASSERT_EQ(w.last, Acquire::kReady);
+  timers_.run(clock_.monotonic_ms + 10'000);
+  EXPECT_EQ(w.timeouts, 0);
+}
+
+// A retry that already tried the server whose slot frees cannot use it; the slot must not sit
+// idle while a waiter behind it could take it (the FastCGI and proxy exchanges queue retries
+// with their TriedSet, and re-queue when on_slot_ready()'s acquire() says kQueued).
+TEST_F(GroupRuntimeTest, SlotFreedForAWaiterThatCannotUseItGoesToTheNextWaiter) {
+  group_.servers = {unix_server("/a", 1), unix_server("/b", 1)};
+  GroupRuntime& g = make(1);
+  std::vector<int> log;
+  TestWaiter h0(0, &log), h1(0, &log), retry(1, &log), fresh(2, &log);
+  size_t s0, s1;
+  ASSERT_EQ(acquire(h0, &s0), Acquire::kReady);
+  ASSERT_EQ(acquire(h1, &s1), Acquire::kReady);
+  ASSERT_NE(s0, s1);
+  const size_t a = s0;  // the server the retry already failed on
+
+  retry.group = fresh.group = &g;
+  retry.now = fresh.now = clock_.monotonic_ms;
+  retry.tried = none();
+  retry.tried.insert(a);
+  fresh.tried = none();
+  size_t server;
+  ASSERT_EQ(g.acquire(now(), retry.tried, retry, &server), Acquire::kQueued);
+  ASSERT_EQ(g.acquire(now(), fresh.tried, fresh, &server), Acquire::kQueued);
+
+  g.release(a);  // `retry` cannot use a; `fresh` can
+  EXPECT_EQ(retry.last, Acquire::kQueued);
+  EXPECT_EQ(fresh.ready, 1) << "server " << a << " is free but the waiter that could use it "
+                            << "was not woken (in_use=" << g.in_use(a) << ")";
+  EXPECT_EQ(fresh.last, Acquire::kReady);
+  EXPECT_EQ(g.in_use(a), 1u);
+  g.cancel(retry);
+  g.cancel(fresh);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Passive health.
+
+TEST_F(GroupRuntimeTest, UnavailableWhenEveryServerIsDown) {
+  group_.servers = {unix_server("/a", 1), unix_server("/b", 1)};
+  group_.max_fails = 2;
+  group_.fail_timeout = config::Millis(10'000);
+  GroupRuntime& g = make(1);
+  TestWaiter w(1, nullptr);
+  size_t server;
+
+  g.report_failure(0, "test");
+  ASSERT_EQ(acquire(w, &server), Acquire::kReady);  // one failure of two: still up
+  g.release(server);
+  g.report_failure(0, "test");  // a is down now
+  EXPECT_FALSE(g.upstream().group().is_up(0, clock_.monotonic_ms));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(acquire(w, &server), Acquire::kReady);
+    EXPECT_EQ(server, 1u);
+    g.release(server);
+  }
+  g.report_failure(1, "test");
+  g.report_failure(1, "test");
+  EXPECT_EQ(acquire(w, &server), Acquire::kUnavailable);
+  EXPECT_EQ(g.queued(), 0u);  // never queued for servers that are down
+  EXPECT_EQ(w.queued_in, nullptr);
+
+  // Back after fail_timeout.
+  clock_.monotonic_ms += 10'000;
+  EXPECT_EQ(acquire(w, &server), Acquire::kReady);
+}
+
+TEST_F(GroupRuntimeTest, DownServersAndFullServersQueueRatherThanFail) {
+  group_.servers = {unix_server("/a", 1), unix_server("/b", 1)};
+  group_.max_fails = 1;
+  GroupRuntime& g = make(1);
+  TestWaiter w(1, nullptr);
+  size_t server;
+  g.report_failure(1, "test");
+  ASSERT_EQ(acquire(w, &server), Acquire::kReady);
+  EXPECT_EQ(server, 0u);
+  EXPECT_EQ(acquire(w, &server), Acquire::kQueued);  // a is full, b is down: wait for a
+  g.cancel(w);
+}
+
+TEST_F(GroupRuntimeTest, LoneServerIsNeverMarkedDown) {
+  group_.servers = {unix_server("/a", 0)};
+  group_.max_fails = 1;
+  GroupRuntime& g = make(1);
+  for (int i = 0; i < 10; ++i) g.report_failure(0, "test");
+  EXPECT_TRUE(g.upstream().group().is_up(0, clock_.monotonic_ms));
+  EXPECT_EQ(g.upstream().group().fails(0), 0);
+  TestWaiter w(1, nullptr);
+  size_t server;
+  EXPECT_EQ(acquire(w, &server), Acquire::kReady);
+  EXPECT_EQ(server, 0u);
+}
+
+TEST_F(GroupRuntimeTest, ProbeDownServersAreUnavailable) {
+  group_.servers = {unix_server("/a", 0), unix_server("/b", 0)};
+  GroupRuntime& g = make(1);
+  TestWaiter w(1, nullptr);
+  size_t server;
+  g.set_probe_up(0, false);
+  g.set_probe_up(1, false);
+  EXPECT_EQ(acquire(w, &server), Acquire::kUnavailable);
+  g.set_probe_up(1, true);
+  EXPECT_EQ(acquire(w, &server), Acquire::kReady);
+  EXPECT_EQ(server, 1u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The idle pool.
+
+TEST_F(GroupRuntimeTest, IdleConnectionsAreTakenMostRecentFirst) {
+  group_.servers = {unix_server("/a", 0), unix_server("/b", 0)};
+  group_.keepalive = 8;
+  GroupRuntime& g = make(1);
+  int pa, pb, pc;
+  int a = pair(&pa), b = pair(&pb), c = pair(&pc);
+  uint32_t uses = 0;
+  EXPECT_EQ(g.take_idle(0, &uses), -1);
+  g.put_idle(0, a, 1);
+  g.put_idle(0, b, 2);
+  g.put_idle(0, c, 3);
+  EXPECT_EQ(g.idle(0), 3u);
+  EXPECT_EQ(g.idle(1), 0u);
+  EXPECT_EQ(g.take_idle(1, &uses), -1);  // pools are per server
+
+  EXPECT_EQ(g.take_idle(0, &uses), c);
+  EXPECT_EQ(uses, 3u);
+  EXPECT_EQ(g.take_idle(0, &uses), b);
+  EXPECT_EQ(uses, 2u);
+  EXPECT_EQ(g.idle(0), 1u);
+  g.put_idle(0, c, 4);  // back on top
+  EXPECT_EQ(g.take_idle(0, &uses), c);
+  EXPECT_EQ(uses, 4u);
+  EXPECT_EQ(g.take_idle(0, &uses), a);
+  EXPECT_EQ(uses, 1u);
+  EXPECT_EQ(g.take_idle(0, &uses), -1);
+  EXPECT_EQ(g.idle(0), 0u);
+  event::dispose_pending();
+  // Taken connections are the caller's again: still open.
+  EXPECT_TRUE(fd_open(a));
+  EXPECT_TRUE(fd_open(b));
+  EXPECT_TRUE(fd_open(c));
+  for (int fd : {a, b, c}) ::close(fd);
+}
+
+TEST_F(GroupRuntimeTest, KeepaliveLimitClosesConnectionsBeyondIt) {
+  group_.servers = {unix_server("/a", 0)};
+  group_.keepalive = 2;
+  GroupRuntime& g = make(1);
+  int pa, pb, pc;
+  int a = pair(&pa), b = pair(&pb), c = pair(&pc);
+  g.put_idle(0, a, 1);
+  g.put_idle(0, b, 1);
+  g.put_idle(0, c, 1);
+  EXPECT_EQ(g.idle(0), 2u);
+  EXPECT_TRUE(peer_closed(pc));
+  EXPECT_FALSE(peer_closed(pa));
+  EXPECT_FALSE(peer_closed(pb));
+  uint32_t uses;
+  EXPECT_EQ(g.take_idle(0, &uses), b);
+  EXPECT_EQ(g.take_idle(0, &uses), a);
+  ::close(a);
+  ::close(b);
+}
+
+TEST_F(GroupRuntimeTest, KeepaliveZeroPoolsNothing) {
+  group_.servers = {unix_server("/a", 0)};
+  group_.keepalive = 0;
+  GroupRuntime& g = make(1);
+  int pa;
+  int a = pair(&pa);
+  g.put_idle(0, a, 1);
+  EXPECT_EQ(g.idle(0), 0u);
+  EXPECT_TRUE(peer_closed(pa));
+}
+
+TEST_F(GroupRuntimeTest, KeepaliveRequestsLimitClosesAWornConnection) {
+  group_.servers = {unix_server("/a", 0)};
+  group_.keepalive_requests = 3;
+  GroupRuntime& g = make(1);
+  int pa, pb;
+  int a = pair(&pa), b = pair(&pb);
+  g.put_idle(0, a, 3);  // carried its third request: done
+  EXPECT_EQ(g.idle(0), 0u);
+  EXPECT_TRUE(peer_closed(pa));
+  g.put_idle(0, b, 2);
+  EXPECT_EQ(g.idle(0), 1u);
+  EXPECT_FALSE(peer_closed(pb));
+}
+
+// put_idle() comes before release(), as in the handlers: a connection is pooled only when the
+// idle connections and the slots in use stay within the cap once its slot is given back.
+TEST_F(GroupRuntimeTest, IdlePlusInUseStaysWithinTheCap) {
+  group_.servers = {unix_server("/a", 2)};
+  group_.keepalive = 8;
+  GroupRuntime& g = make(1);
+  ASSERT_EQ(g.cap(0), 2u);
+  TestWaiter w(1, nullptr);
+  size_t sa, sb, sc;
+  int pa, pb, pc;
+  ASSERT_EQ(acquire(w, &sa), Acquire::kReady);
+  ASSERT_EQ(acquire(w, &sb), Acquire::kReady);
+  int a = pair(&pa), b = pair(&pb);
+
+  g.put_idle(sa, a, 1);  // a done
+  g.release(sa);
+  EXPECT_EQ(g.idle(0), 1u);
+  EXPECT_EQ(g.in_use(0), 1u);
+
+  // A request that opens its own connection while one is idle (say the pooled one was stale
+  // and a fresh one is being tried) must not push the pool beyond the cap when it finishes.
+  ASSERT_EQ(acquire(w, &sc), Acquire::kReady);
+  int c = pair(&pc);
+  EXPECT_EQ(g.in_use(0), 2u);
+  g.put_idle(sc, c, 1);
+  g.release(sc);
+  EXPECT_TRUE(peer_closed(pc));
+  EXPECT_EQ(g.idle(0), 1u);
+  EXPECT_LE(g.idle(0) + g.in_use(0), g.cap(0));
+
+  g.put_idle(sb, b, 1);  // b done: 1 idle + 1 in use (b's, about to go) -> 2 idle
+  g.release(sb);
+  EXPECT_EQ(g.idle(0), 2u);
+  EXPECT_EQ(g.in_use(0), 0u);
+  EXPECT_FALSE(peer_closed(pa));
+  EXPECT_FALSE(peer_closed(pb));
+}
+
+// The handlers' protocol played many times over: acquire (or queue), take an idle connection or
+// open one, finish with put_idle + release (or close + release). Connections held by requests
+// plus pooled ones never exceed the cap.
+TEST_F(GroupRuntimeTest, PoolAndSlotsNeverExceedTheCapUnderChurn) {
+  group_.servers = {unix_server("/a", 3)};
+  group_.keepalive = 8;
+  group_.keepalive_requests = 5;
+  GroupRuntime& g = make(1);
+  ASSERT_EQ(g.cap(0), 3u);
+
+  struct Request {
+    std::unique_ptr<TestWaiter> waiter;
+    int fd = -1;
+    uint32_t uses = 0;
+    bool active = false;
+  };
+  std::vector<Request> requests(8);
+  size_t live = 0;  // connections held by requests
+  auto start_on = [&](Request& r, size_t server) {
+    uint32_t uses = 0;
+    int fd = g.take_idle(server, &uses);
+    if (fd < 0) {  // a fresh connection; its peer is not needed (nobody polls here)
+      int sv[2];
+      EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+      ::close(sv[1]);
+      fd = sv[0];
+      uses = 0;
+    }
+    r.fd = fd;
+    r.uses = uses;
+    r.active = true;
+    ++live;
+  };
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int step = 0; step < 2000; ++step) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    Request& r = requests[x % requests.size()];
+    if (!r.waiter) {
+      r.waiter = std::make_unique<TestWaiter>(static_cast<int>(x % 100), nullptr);
+      r.waiter->reacquire = false;
+    }
+    if (r.active) {
+      r.active = false;
+      --live;
+      if ((x >> 20) % 4 == 0)
+        ::close(r.fd);
+      else
+        g.put_idle(0, r.fd, r.uses + 1);
+      r.fd = -1;
+      g.release(0);
+    } else if (!r.waiter->queued_in) {
+      size_t server;
+      if (acquire(*r.waiter, &server) == Acquire::kReady) start_on(r, server);
+    }
+    // Woken waiters (reacquire is off) try again here, as an exchange would from the callback.
+    for (Request& q : requests)
+      if (q.waiter && q.waiter->ready > 0 && !q.active && !q.waiter->queued_in) {
+        q.waiter->ready = 0;
+        size_t server;
+        if (acquire(*q.waiter, &server) == Acquire::kReady) start_on(q, server);
+      }
+    ASSERT_EQ(live, g.in_use(0)) << "step " << step;
+    ASSERT_LE(g.idle(0) + live, g.cap(0)) << "step " << step;
+  }
+  for (Request& r : requests) {
+    if (r.waiter) g.cancel(*r.waiter);
+    if (r.active) ::close(r.fd);
+  }
+}
+
+TEST_F(GroupRuntimeTest, IdleConnectionClosedByThePeerLeavesThePool) {
+  group_.servers = {unix_server("/a", 0)};
+  GroupRuntime& g = make(1);
+  int pa, pb;
+  int a = pair(&pa), b = pair(&pb);
+  g.put_idle(0, a, 1);
+  g.put_idle(0, b, 1);
+  EXPECT_EQ(pump(), 0);  // quiet connections: nothing to report
+  EXPECT_EQ(g.idle(0), 2u);
+
+  close_peer(pa);
+  EXPECT_EQ(pump(), 1);
+  EXPECT_EQ(g.idle(0), 1u);
+  EXPECT_FALSE(fd_open(a));  // closed by the pool
+  uint32_t uses;
+  EXPECT_EQ(g.take_idle(0, &uses), b);  // the survivor
+  ::close(b);
+}
+
+TEST_F(GroupRuntimeTest, IdleConnectionThatSendsDataLeavesThePool) {
+  group_.servers = {unix_server("/a", 0)};
+  GroupRuntime& g = make(1);
+  int pa;
+  int a = pair(&pa);
+  g.put_idle(0, a, 1);
+  ASSERT_EQ(::send(pa, "x", 1, MSG_NOSIGNAL), 1);
+  EXPECT_EQ(pump(), 1);
+  EXPECT_EQ(g.idle(0), 0u);
+  EXPECT_TRUE(peer_closed(pa));
+}
+
+TEST_F(GroupRuntimeTest, PooledConnectionStillRegisteredByItsOwnerIsWatchedByThePool) {
+  group_.servers = {unix_server("/a", 0)};
+  GroupRuntime& g = make(1);
+  struct Owner final : event::Pollable {
+    int events = 0;
+    void on_ready(uint32_t) override { ++events; }
+  } owner;
+  int pa;
+  int a = pair(&pa);
+  ASSERT_TRUE(poller_->add(a, event::kReadable | event::kEdgeTriggered, &owner));
+  g.put_idle(0, a, 1);  // add() fails (already there): modify() takes it over
+  EXPECT_EQ(g.idle(0), 1u);
+  close_peer(pa);
+  EXPECT_EQ(pump(), 1);
+  EXPECT_EQ(owner.events, 0);
+  EXPECT_EQ(g.idle(0), 0u);
+  EXPECT_FALSE(fd_open(a));
+}
+
+TEST_F(GroupRuntimeTest, TakenConnectionIsNoLongerWatched) {
+  group_.servers = {unix_server("/a", 0)};
+  group_.keepalive_timeout = config::Millis(1000);
+  GroupRuntime& g = make(1);
+  int pa;
+  int a = pair(&pa);
+  g.put_idle(0, a, 1);
+  uint32_t uses;
+  ASSERT_EQ(g.take_idle(0, &uses), a);
+  close_peer(pa);
+  EXPECT_EQ(pump(), 0);                          // out of the poller
+  timers_.run(clock_.monotonic_ms + 1'000'000);  // and its idle timer disarmed
+  EXPECT_TRUE(fd_open(a));
+  ::close(a);
+}
+
+// The peer closes, the event is already in the batch, and a request takes the connection before
+// the event is handled: the event must find nothing to do (the fd now belongs to the request).
+TEST_F(GroupRuntimeTest, EventForAConnectionTakenInTheSameBatchIsIgnored) {
+  group_.servers = {unix_server("/a", 0)};
+  GroupRuntime& g = make(1);
+  int pa, pb;
+  int a = pair(&pa), b = pair(&pb);
+  g.put_idle(0, b, 1);
+  g.put_idle(0, a, 1);
+  close_peer(pa);
+  event::ReadyEvent events[8];
+  ASSERT_EQ(poller_->wait(0, events, 8), 1);
+  uint32_t uses;
+  ASSERT_EQ(g.take_idle(0, &uses), a);
+  events[0].target->on_ready(events[0].readiness);
+  event::dispose_pending();
+  EXPECT_TRUE(fd_open(a));
+  EXPECT_EQ(g.idle(0), 1u);
+  EXPECT_EQ(g.take_idle(0, &uses), b);
+  ::close(a);
+  ::close(b);
+}
+
+TEST_F(GroupRuntimeTest, IdleTimeoutClosesTheConnection) {
+  group_.servers = {unix_server("/a", 0)};
+  group_.keepalive_timeout = config::Millis(1000);
+  GroupRuntime& g = make(1);
+  int pa, pb;
+  int a = pair(&pa), b = pair(&pb);
+  const int64_t t0 = clock_.monotonic_ms;
+  g.put_idle(0, a, 1);
+  clock_.monotonic_ms = t0 + 400;
+  g.put_idle(0, b, 1);
+  EXPECT_EQ(timers_.next_in(t0), 1000);
+
+  timers_.run(t0 + 999);
+  EXPECT_EQ(g.idle(0), 2u);
+  timers_.run(t0 + 1000);
+  event::dispose_pending();
+  EXPECT_EQ(g.idle(0), 1u);
+  EXPECT_TRUE(peer_closed(pa));
+  EXPECT_FALSE(peer_closed(pb));
+  timers_.run(t0 + 1400);
+  event::dispose_pending();
+  EXPECT_EQ(g.idle(0), 0u);
+  EXPECT_TRUE(peer_closed(pb));
+  EXPECT_EQ(pump(), 0);  // nothing left registered
+}
+
+TEST_F(GroupRuntimeTest, DestructionClosesPooledConnections) {
+  group_.servers = {unix_server("/a", 0)};
+  GroupRuntime& g = make(1);
+  int pa;
+  int a = pair(&pa);
+  g.put_idle(0, a, 1);
+  runtime_.reset();
+  event::dispose_pending();
+  EXPECT_TRUE(peer_closed(pa));
+}
+
+TEST_F(GroupRuntimeTest, DestructionLeavesNoWaiterLinked) {
+  group_.servers = {unix_server("/a", 1)};
+  TestWaiter holder(0, nullptr), w(1, nullptr);
+  make(1);
+  size_t server;
+  ASSERT_EQ(acquire(holder, &server), Acquire::kReady);
+  ASSERT_EQ(acquire(w, &server), Acquire::kQueued);
+  runtime_.reset();
+  EXPECT_EQ(w.queued_in, nullptr);
+  EXPECT_FALSE(w.queue_timer.armed());
+}
+
+// ---------------------------------------------------------------------------------------------
+// UpstreamConnection: open(), take_idle(server, user), put_idle(c), close(c). The connection
+// stays registered with the poller; readiness goes to its user, or closes it while idle.
+
+struct RecordingUser final : event::Pollable {
+  int events = 0;
+  uint32_t readiness = 0;
+  void on_ready(uint32_t r) override {
+    ++events;
+    readiness |= r;
+  }
+};
+
+class GroupRuntimeConnectionTest : public GroupRuntimeTest {
+ protected:
+  // A group of one unix server (a listening socket in the temp dir) and its runtime.
+  GroupRuntime& make_listening(uint32_t max_conns = 0) {
+    std::string path;
+    listener_ = listen_unix("upstream.sock", 64, &path);
+    group_.servers = {unix_server(path, max_conns)};
+    return make(1);
+  }
+  // The back end's end of the latest connection.
+  int accept_peer() {
+    int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    EXPECT_GE(fd, 0) << std::strerror(errno);
+    if (fd >= 0) peers_.push_back(fd);
+    return fd;
+  }
+  int listener_ = -1;
+};
+
+TEST_F(GroupRuntimeConnectionTest, OpenedConnectionPassesReadinessToItsUser) {
+  GroupRuntime& g = make_listening();
+  RecordingUser user;
+  UpstreamConnection* c = g.open(0, user);
+  ASSERT_NE(c, nullptr) << std::strerror(errno);
+  EXPECT_GE(c->fd(), 0);
+  EXPECT_EQ(c->server(), 0u);
+  EXPECT_EQ(c->uses(), 0u);
+  EXPECT_FALSE(c->reused());
+  int peer = accept_peer();
+  ASSERT_GE(pump(), 1);  // connected: writable
+  EXPECT_GE(user.events, 1);
+  EXPECT_TRUE(user.readiness & event::kOut);
+
+  user = RecordingUser();
+  ASSERT_EQ(::send(peer, "hi", 2, MSG_NOSIGNAL), 2);
+  EXPECT_EQ(pump(), 1);
+  EXPECT_EQ(user.events, 1);
+  EXPECT_TRUE(user.readiness & event::kIn);
+  EXPECT_EQ(g.idle(0), 0u);
+  g.close(c);
+  event::dispose_pending();
+  EXPECT_TRUE(peer_closed(peer));
+}
+
+TEST_F(GroupRuntimeConnectionTest, PooledConnectionGoesToItsNextUser) {
+  GroupRuntime& g = make_listening();
+  RecordingUser first, second;
+  UpstreamConnection* c = g.open(0, first);
+  ASSERT_NE(c, nullptr);
+  const int fd = c->fd();
+  int peer = accept_peer();
+  pump();
+  g.put_idle(c);
+  EXPECT_EQ(g.idle(0), 1u);
+  EXPECT_EQ(c->uses(), 1u);
+  EXPECT_EQ(pump(), 0);
+
+  UpstreamConnection* again = g.take_idle(0, second);
+  ASSERT_EQ(again, c);
+  EXPECT_EQ(again->fd(), fd);
+  EXPECT_TRUE(again->reused());
+  EXPECT_EQ(g.idle(0), 0u);
+  EXPECT_EQ(g.take_idle(0, second), nullptr);
+
+  first = RecordingUser();
+  ASSERT_EQ(::send(peer, "x", 1, MSG_NOSIGNAL), 1);
+  EXPECT_EQ(pump(), 1);
+  EXPECT_EQ(first.events, 0);
+  EXPECT_EQ(second.events, 1);
+  EXPECT_TRUE(fd_open(fd));  // in use: data is the user's business, not a reason to close
+  g.close(again);
+  event::dispose_pending();
+}
+
+TEST_F(GroupRuntimeConnectionTest, IdleConnectionClosedByTheBackEndLeavesThePool) {
+  GroupRuntime& g = make_listening();
+  RecordingUser user;
+  UpstreamConnection* c = g.open(0, user);
+  ASSERT_NE(c, nullptr);
+  const int fd = c->fd();
+  int peer = accept_peer();
+  pump();
+  g.put_idle(c);
+  user = RecordingUser();
+  close_peer(peer);
+  EXPECT_EQ(pump(), 1);
+  EXPECT_EQ(user.events, 0);  // not the previous user's business any more
+  EXPECT_EQ(g.idle(0), 0u);
+  EXPECT_FALSE(fd_open(fd));
+  EXPECT_EQ(g.take_idle(0, user), nullptr);
+}
+
+TEST_F(GroupRuntimeConnectionTest, IdleTimeoutClosesAPooledConnection) {
+  group_.keepalive_timeout = config::Millis(2000);
+  GroupRuntime& g = make_listening();
+  RecordingUser user;
+  UpstreamConnection* c = g.open(0, user);
+  ASSERT_NE(c, nullptr);
+  int peer = accept_peer();
+  pump();
+  g.put_idle(c);
+  timers_.run(clock_.monotonic_ms + 1999);
+  EXPECT_EQ(g.idle(0), 1u);
+  timers_.run(clock_.monotonic_ms + 2000);
+  event::dispose_pending();
+  EXPECT_EQ(g.idle(0), 0u);
+  EXPECT_TRUE(peer_closed(peer));
+}
+
+TEST_F(GroupRuntimeConnectionTest, TakenConnectionHasNoIdleTimeout) {
+  group_.keepalive_timeout = config::Millis(2000);
+  GroupRuntime& g = make_listening();
+  RecordingUser user;
+  UpstreamConnection* c = g.open(0, user);
+  ASSERT_NE(c, nullptr);
+  int peer = accept_peer();
+  pump();
+  g.put_idle(c);
+  ASSERT_EQ(g.take_idle(0, user), c);
+  timers_.run(clock_.monotonic_ms + 1'000'000);
+  event::dispose_pending();
+  EXPECT_FALSE(peer_closed(peer));
+  EXPECT_TRUE(fd_open(c->fd()));
+  g.close(c);
+  event::dispose_pending();
+}
+
+TEST_F(GroupRuntimeConnectionTest, KeepaliveRequestsCountsEveryPut) {
+  group_.keepalive_requests = 2;
+  GroupRuntime& g = make_listening();
+  RecordingUser user;
+  UpstreamConnection* c = g.open(0, user);
+  ASSERT_NE(c, nullptr);
+  int peer = accept_peer();
+  pump();
+  g.put_idle(c);  // first request done
+  EXPECT_EQ(g.idle(0), 1u);
+  ASSERT_EQ(g.take_idle(0, user), c);
+  EXPECT_EQ(c->uses(), 1u);
+  g.put_idle(c);  // second: worn out
+  event::dispose_pending();
+  EXPECT_EQ(g.idle(0), 0u);
+  EXPECT_TRUE(peer_closed(peer));
+}
+
+TEST_F(GroupRuntimeConnectionTest, PutIdleRespectsTheCap) {
+  GroupRuntime& g = make_listening(2);
+  RecordingUser user;
+  TestWaiter w(1, nullptr);
+  size_t s;
+  ASSERT_EQ(acquire(w, &s), Acquire::kReady);
+  ASSERT_EQ(acquire(w, &s), Acquire::kReady);
+  UpstreamConnection* a = g.open(0, user);
+  UpstreamConnection* b = g.open(0, user);
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  g.put_idle(a);
+  g.release(0);
+  ASSERT_EQ(acquire(w, &s), Acquire::kReady);  // in use 2, idle 1: one too many once done
+  g.put_idle(b);
+  g.release(0);
+  EXPECT_EQ(g.idle(0), 1u);
+  EXPECT_LE(g.idle(0) + g.in_use(0), g.cap(0));
+  event::dispose_pending();
+}
+
+TEST_F(GroupRuntimeConnectionTest, EventForAConnectionClosedEarlierInTheBatchIsIgnored) {
+  GroupRuntime& g = make_listening();
+  RecordingUser user;
+  UpstreamConnection* c = g.open(0, user);
+  ASSERT_NE(c, nullptr);
+  int peer = accept_peer();
+  pump();
+  user = RecordingUser();
+  ASSERT_EQ(::send(peer, "x", 1, MSG_NOSIGNAL), 1);
+  event::ReadyEvent events[8];
+  ASSERT_EQ(poller_->wait(0, events, 8), 1);
+  g.close(c);
+  g.close(c);                                       // twice in one batch: harmless
+  events[0].target->on_ready(events[0].readiness);  // c is still allocated until the batch ends
+  event::dispose_pending();
+  EXPECT_EQ(user.events, 0);
+  EXPECT_TRUE(peer_closed(peer));
+}
+
+TEST_F(GroupRuntimeConnectionTest, OpenFailsWithErrnoWhenNothingListens) {
+  group_.servers = {unix_server(temp_dir() + "/absent.sock")};
+  GroupRuntime& g = make(1);
+  RecordingUser user;
+  errno = 0;
+  EXPECT_EQ(g.open(0, user), nullptr);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+TEST_F(GroupRuntimeConnectionTest, DestructionClosesPooledConnections) {
+  GroupRuntime& g = make_listening();
+  RecordingUser user;
+  UpstreamConnection* c = g.open(0, user);
+  ASSERT_NE(c, nullptr);
+  int peer = accept_peer();
+  pump();
+  g.put_idle(c);
+  runtime_.reset();
+  event::dispose_pending();
+  EXPECT_TRUE(peer_closed(peer));
+}
+
+// ---------------------------------------------------------------------------------------------
+// connect_to().
+
+TEST_F(GroupRuntimeTest, ConnectToAListeningUnixSocket) {
+  std::string path;
+  int listener = listen_unix("fpm.sock", 16, &path);
+  int fd = connect_to(unix_server(path));
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  EXPECT_TRUE(::fcntl(fd, F_GETFL) & O_NONBLOCK);
+  EXPECT_TRUE(::fcntl(fd, F_GETFD) & FD_CLOEXEC);
+  int accepted = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(accepted, 0);
+  ASSERT_EQ(::send(fd, "ping", 4, MSG_NOSIGNAL), 4);
+  char buf[8];
+  EXPECT_EQ(::recv(accepted, buf, sizeof buf, 0), 4);
+  ::close(accepted);
+  ::close(fd);
+}
+
+TEST_F(GroupRuntimeTest, ConnectToAMissingUnixSocketFails) {
+  std::string path = temp_dir() + "/nobody-here.sock";
+  errno = 0;
+  EXPECT_EQ(connect_to(unix_server(path)), -1);
+  EXPECT_EQ(errno, ENOENT);
+}
+
+TEST_F(GroupRuntimeTest, ConnectToABoundButNotListeningUnixSocketIsRefused) {
+  std::string path;
+  listen_unix("bound.sock", -1, &path);
+  errno = 0;
+  EXPECT_EQ(connect_to(unix_server(path)), -1);
+  EXPECT_EQ(errno, ECONNREFUSED);
+}
+
+TEST_F(GroupRuntimeTest, ConnectToAUnixSocketWithAFullBacklogSaysEagain) {
+  std::string path;
+  listen_unix("busy.sock", 0, &path);
+  std::vector<int> connected;
+  int fd = -1;
+  int saved = 0;
+  for (int i = 0; i < 16; ++i) {
+    errno = 0;
+    fd = connect_to(unix_server(path));
+    saved = errno;
+    if (fd < 0) break;
+    connected.push_back(fd);
+  }
+  EXPECT_EQ(fd, -1);
+  EXPECT_EQ(saved, EAGAIN);
+  for (int c : connected) ::close(c);
+}
+
+TEST_F(GroupRuntimeTest, ConnectToTcpListenerSetsNoDelay) {
+  int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  fds_.push_back(listener);
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&sin), sizeof sin), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);
+  socklen_t len = sizeof sin;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&sin), &len), 0);
+
+  int fd = connect_to(tcp_server(ntohs(sin.sin_port)));
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  pollfd p{fd, POLLOUT, 0};
+  ASSERT_EQ(::poll(&p, 1, 2000), 1);
+  int err = -1;
+  len = sizeof err;
+  ASSERT_EQ(::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+  EXPECT_EQ(err, 0);
+  int nodelay = 0;
+  len = sizeof nodelay;
+  ASSERT_EQ(::getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len), 0);
+  EXPECT_NE(nodelay, 0);
+  ::close(fd);
+}
+
+TEST_F(GroupRuntimeTest, ConnectToAClosedTcpPortFails) {
+  // A port that was just free: bind an ephemeral one, note it, close it.
+  int probe = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(probe, 0);
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(probe, reinterpret_cast<sockaddr*>(&sin), sizeof sin), 0);
+  socklen_t len = sizeof sin;
+  ASSERT_EQ(::getsockname(probe, reinterpret_cast<sockaddr*>(&sin), &len), 0);
+  ::close(probe);
+
+  errno = 0;
+  int fd = connect_to(tcp_server(ntohs(sin.sin_port)));
+  if (fd < 0) {
+    EXPECT_EQ(errno, ECONNREFUSED);
+    return;
+  }
+  // In progress: the refusal arrives asynchronously.
+  pollfd p{fd, POLLOUT, 0};
+  ASSERT_EQ(::poll(&p, 1, 2000), 1);
+  int err = 0;
+  len = sizeof err;
+  ASSERT_EQ(::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len), 0);
+  EXPECT_EQ(err, ECONNREFUSED);
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace peregrine::upstream
