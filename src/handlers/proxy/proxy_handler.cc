@@ -670,7 +670,7 @@ void ProxyExchange::write_failed(int error) {
 // The response.
 
 void ProxyExchange::read_upstream() {
-  if (!in_) in_ = std::make_unique<char[]>(kReadBufferBytes);
+  if (!in_) in_ = handler_.take_buffer();
   while (!done_ && fd_ >= 0) {
     if (reading_paused()) {
       disarm_io();  // the client's slowness is not the back end's
@@ -1260,6 +1260,7 @@ void ProxyExchange::end() {
   if (done_) return;
   close_upstream(false);  // normally done already
   release_slot(false);
+  if (in_) handler_.give_back_buffer(std::move(in_));
   done_ = true;
   phase_ = Phase::kDone;
   disarm_io();
@@ -1318,6 +1319,18 @@ ProxyHandler::ProxyHandler(const config::Route& route, const config::Site& site,
     }
   }
   map_path_ = !o.path_prefix.empty() && (o.strip_prefix || !o.path.empty());
+}
+
+std::unique_ptr<char[]> ProxyHandler::take_buffer() {
+  if (spare_buffers_.empty()) return std::make_unique<char[]>(kReadBufferBytes);
+  std::unique_ptr<char[]> buffer = std::move(spare_buffers_.back());
+  spare_buffers_.pop_back();
+  return buffer;
+}
+
+void ProxyHandler::give_back_buffer(std::unique_ptr<char[]> buffer) {
+  constexpr size_t kMaxSpareBuffers = 32;  // 2 MB per worker and route at most
+  if (spare_buffers_.size() < kMaxSpareBuffers) spare_buffers_.push_back(std::move(buffer));
 }
 
 void ProxyHandler::handle(const Request&, Response& response) {

@@ -15,7 +15,9 @@
 // `try_timeout`; a stale pooled connection is retried once on a fresh one without counting.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "core/clock.h"
@@ -56,6 +58,11 @@ class ProxyHandler final : public Handler, public server::StreamHandler {
   ResponseOptions response_options_;  // route rules; the origins are filled per request
   std::string upstream_host_;         // the Host the back end is addressed by ("app", "h:port")
   std::string upstream_origin_;       // "http://" + upstream_host_
+  // Read buffers of finished exchanges, for the next ones (per worker: no locking).
+  std::unique_ptr<char[]> take_buffer();
+  void give_back_buffer(std::unique_ptr<char[]> buffer);
+  std::vector<std::unique_ptr<char[]>> spare_buffers_;
+
   HashSource hash_source_ = HashSource::kNone;
   std::string hash_name_;  // header name ('_' -> '-') or cookie name
   bool map_path_ = false;  // replace options_.path_prefix by options_.path
