@@ -75,6 +75,8 @@ struct Request {
 
   // Resets the parsed state for the next request, keeping storage capacity.
   void clear();
+  // Copies `other`, its headers up to header_count only (cheaper than operator= by ~3 KB).
+  void assign(const Request& other);
 };
 
 }  // namespace peregrine

@@ -1,5 +1,7 @@
 #include "peregrine/request.h"
 
+#include <algorithm>
+
 namespace peregrine {
 
 std::string_view method_name(Method method) {
@@ -75,6 +77,33 @@ void Request::clear() {
   path = {};
   body = {};
   path_storage.clear();
+}
+
+void Request::assign(const Request& other) {
+  // Keep in step with the members in request.h (the test RequestAssign.CopiesEveryField).
+  method = other.method;
+  method_text = other.method_text;
+  target = other.target;
+  raw_path = other.raw_path;
+  query = other.query;
+  authority = other.authority;
+  version_minor = other.version_minor;
+  std::copy(other.headers, other.headers + other.header_count, headers);
+  header_count = other.header_count;
+  host = other.host;
+  content_length = other.content_length;
+  chunked = other.chunked;
+  keep_alive = other.keep_alive;
+  expect_continue = other.expect_continue;
+  upgrade = other.upgrade;
+  path_storage = other.path_storage;
+  path =
+      other.path.data() == other.path_storage.data() ? std::string_view(path_storage) : other.path;
+  body = other.body;
+  peer = other.peer;
+  peer_len = other.peer_len;
+  local = other.local;
+  local_len = other.local_len;
 }
 
 }  // namespace peregrine

@@ -613,9 +613,7 @@ void Connection::set_timer(event::TimerList& list) {
 void Connection::start_exchange(Request& request, SiteRuntime& site, const RouteRuntime& route) {
   flight_ = std::make_unique<InFlight>();
   InFlight& f = *flight_;
-  f.request = request;
-  if (request.path.data() == request.path_storage.data())  // re-point at the copy's storage
-    f.request.path = f.request.path_storage;
+  f.request.assign(request);
   f.routes = worker_.routes_ref();
   f.site = &site;
   f.origin = start_;

@@ -36,7 +36,9 @@ int connect_to(const config::UpstreamServer& server) {
 void UpstreamConnection::on_ready(uint32_t readiness) {
   if (fd_ < 0) return;  // closed earlier in this batch
   if (idle_) {
-    group_->close(this);  // the back end closed it (or broke the protocol) while idle
+    // Writability alone means nothing here; input or a hang-up while idle means the back end
+    // closed it (or broke the protocol).
+    if (readiness & (event::kIn | event::kHangup)) group_->close(this);
     return;
   }
   if (user_) user_->on_ready(readiness);
@@ -135,9 +137,13 @@ void GroupRuntime::release(size_t server) {
   Slots& s = slots_[server];
   if (s.in_use > 0) --s.in_use;
   upstream_.group().on_release(server);
-  if (Waiter* first = queue_head_) {
+  // Wake waiters in order until one takes the slot: the first may not be able to use this
+  // server (a retry that already tried it) and then queues again.
+  for (size_t tries = queued_; tries > 0 && queue_head_; --tries) {
+    Waiter* first = queue_head_;
     cancel(*first);
     first->on_slot_ready();
+    if (s.cap == 0 || s.in_use >= s.cap) break;  // taken (or nothing was limited)
   }
 }
 
@@ -246,8 +252,9 @@ void GroupRuntime::put_idle(size_t server, int fd, uint32_t uses) {
   c->server_ = server;
   c->uses_ = uses > 0 ? uses - 1 : 0;  // put_idle(c) counts the request just finished
   c->idle_timer_.owner = c;
-  if (!poller_.add(fd, event::kReadable | event::kEdgeTriggered, c) &&
-      !poller_.modify(fd, event::kReadable | event::kEdgeTriggered, c)) {
+  // Registered like open() does, so take_idle(server, user) can hand it to any user.
+  constexpr uint32_t kInterest = event::kReadable | event::kWritable | event::kEdgeTriggered;
+  if (!poller_.add(fd, kInterest, c) && !poller_.modify(fd, kInterest, c)) {
     ::close(fd);
     delete c;
     return;

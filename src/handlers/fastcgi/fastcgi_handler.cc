@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 #include "core/log.h"
@@ -27,31 +28,49 @@ constexpr size_t kReplayLimit =
     256 *
     1024;  // request bytes kept for a retry  // php-fpm's listen backlog full: try again this soon
 
-// "1.2.3.4" / "::1" and the port of a socket address.
-void format_address(const sockaddr* sa, std::string& ip, std::string& port) {
-  char text[INET6_ADDRSTRLEN] = "";
-  uint16_t p = 0;
-  if (sa && sa->sa_family == AF_INET) {  // by hand: inet_ntop goes through sprintf
-    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-    const auto* octets = reinterpret_cast<const uint8_t*>(&in->sin_addr);
-    ip.clear();
-    for (int i = 0; i < 4; ++i) {
-      if (i) ip.push_back('.');
-      append_decimal(ip, octets[i]);
-    }
-    port.clear();
-    append_decimal(port, ntohs(in->sin_port));
-    return;
-  }
-  if (sa && sa->sa_family == AF_INET6) {
-    auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
-    p = ntohs(in6->sin6_port);
-  }
-  ip = text;
-  port.clear();
-  append_decimal(port, p);
+// Appends the decimal digits of `value` to `out`, returns the new end.
+char* put_decimal(char* out, unsigned value) {
+  char digits[10];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value);
+  while (n) *out++ = digits[--n];
+  return out;
 }
+
+// "1.2.3.4" / "::1" and the port of a socket address, without allocating: two of them go into
+// every request's parameters.
+struct AddressText {
+  char ip[INET6_ADDRSTRLEN] = "";
+  char port[8] = "";
+  size_t ip_length = 0;
+  size_t port_length = 0;
+  std::string_view ip_view() const { return {ip, ip_length}; }
+  std::string_view port_view() const { return {port, port_length}; }
+
+  explicit AddressText(const sockaddr* sa) {
+    uint16_t p = 0;
+    if (sa && sa->sa_family == AF_INET) {  // by hand: inet_ntop goes through sprintf
+      auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+      const auto* octets = reinterpret_cast<const uint8_t*>(&in->sin_addr);
+      char* end = ip;
+      for (int i = 0; i < 4; ++i) {
+        if (i) *end++ = '.';
+        end = put_decimal(end, octets[i]);
+      }
+      ip_length = static_cast<size_t>(end - ip);
+      p = ntohs(in->sin_port);
+    } else if (sa && sa->sa_family == AF_INET6) {
+      auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+      inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+      ip_length = std::strlen(ip);
+      p = ntohs(in6->sin6_port);
+    }
+    port_length = static_cast<size_t>(put_decimal(port, p) - port);
+  }
+};
 
 // HTTP_ACCEPT_LANGUAGE for Accept-Language.
 void cgi_header_name(std::string_view name, std::string& out) {
@@ -64,6 +83,26 @@ void cgi_header_name(std::string_view name, std::string& out) {
     else
       out.push_back(c);
   }
+}
+
+// try_files entries: $uri and $args replaced in one pass, so that a request whose path or query
+// itself contains "$uri" or "$args" is never expanded again (it would loop forever).
+std::string expand(std::string_view pattern, std::string_view uri, std::string_view args) {
+  std::string out;
+  out.reserve(pattern.size() + uri.size() + args.size());
+  while (!pattern.empty()) {
+    if (pattern.starts_with("$uri")) {
+      out.append(uri);
+      pattern.remove_prefix(4);
+    } else if (pattern.starts_with("$args")) {
+      out.append(args);
+      pattern.remove_prefix(5);
+    } else {
+      out.push_back(pattern.front());
+      pattern.remove_prefix(1);
+    }
+  }
+  return out;
 }
 
 bool is_hop_by_hop_response_header(std::string_view name) {
@@ -189,12 +228,8 @@ bool FastcgiExchange::begin() {
 }
 
 bool FastcgiExchange::try_acquire() {
-  std::string ip, port;
-  upstream::PickContext context{handler_.env_.clock.monotonic_ms, {}, request_.path};
-  if (group_.config().balance == config::Balance::kIpHash) {
-    format_address(request_.peer, ip, port);
-    context.client_ip = ip;
-  }
+  AddressText client(group_.config().balance == config::Balance::kIpHash ? request_.peer : nullptr);
+  upstream::PickContext context{handler_.env_.clock.monotonic_ms, client.ip_view(), request_.path};
   switch (group_.acquire(context, tried_, *this, &server_)) {
     case upstream::GroupRuntime::Acquire::kReady:
       has_slot_ = true;
@@ -280,7 +315,7 @@ void FastcgiExchange::encode_request_head() {
   const Request& r = request_;
   const std::string& root = handler_.root_;
   std::string& out = out_;
-  out.reserve(1024);
+  out.reserve(4096);
   // Keep the connection only under a cap (see UpstreamServer::max_conns): otherwise idle
   // connections could hold every php-fpm child while requests of another worker wait for one.
   keep_conn_ = true;
@@ -289,26 +324,31 @@ void FastcgiExchange::encode_request_head() {
   append_begin_request(out, kRequestId, keep_conn_);
   {
     StreamEncoder params(out, RecordType::kParams, kRequestId);
-    std::string script_filename = root + target_.script_name;
-    params.add("SCRIPT_FILENAME", script_filename);
+    std::string& path = handler_.scratch_;
+    path.assign(root).append(target_.script_name);
+    params.add("SCRIPT_FILENAME", path);
     params.add("SCRIPT_NAME", target_.script_name);
     if (!target_.path_info.empty()) {
       params.add("PATH_INFO", target_.path_info);
-      params.add("PATH_TRANSLATED", root + target_.path_info);
+      path.assign(root).append(target_.path_info);
+      params.add("PATH_TRANSLATED", path);
     }
     params.add("QUERY_STRING", target_.query);
     params.add("REQUEST_METHOD", r.method_text);
     params.add("REQUEST_URI", r.target);
-    params.add("DOCUMENT_URI", target_.script_name + target_.path_info);
-    params.add("DOCUMENT_ROOT", root);
-    params.add("REQUEST_SCHEME", "http");
+    path.assign(target_.script_name).append(target_.path_info);
+    params.add("DOCUMENT_URI", path);
+    params.write(handler_.fixed_params_);  // DOCUMENT_ROOT, GATEWAY_INTERFACE, ...
     if (auto type = r.header("Content-Type")) params.add("CONTENT_TYPE", *type);
-    std::string length;
-    if (r.chunked)
-      length = std::to_string(chunked_body_.size());
-    else if (r.content_length >= 0)
-      length = std::to_string(r.content_length);
-    params.add("CONTENT_LENGTH", length);
+    char length[24];
+    char* length_end = length;
+    if (r.chunked || r.content_length >= 0) {
+      auto [end, ec] =
+          std::to_chars(length, length + sizeof length,
+                        r.chunked ? static_cast<int64_t>(chunked_body_.size()) : r.content_length);
+      length_end = end;
+    }
+    params.add("CONTENT_LENGTH", std::string_view(length, length_end - length));
     std::string_view host = r.host;
     if (!host.empty() && host.front() != '[') {
       size_t colon = host.rfind(':');
@@ -319,17 +359,13 @@ void FastcgiExchange::encode_request_head() {
     }
     if (host.empty() && !handler_.site_.hosts.empty()) host = handler_.site_.hosts.front();
     params.add("SERVER_NAME", host);
-    std::string ip, port;
-    format_address(r.local, ip, port);
-    params.add("SERVER_ADDR", ip);
-    params.add("SERVER_PORT", port);
-    format_address(r.peer, ip, port);
-    params.add("REMOTE_ADDR", ip);
-    params.add("REMOTE_PORT", port);
+    AddressText local(r.local);
+    params.add("SERVER_ADDR", local.ip_view());
+    params.add("SERVER_PORT", local.port_view());
+    AddressText peer(r.peer);
+    params.add("REMOTE_ADDR", peer.ip_view());
+    params.add("REMOTE_PORT", peer.port_view());
     params.add("SERVER_PROTOCOL", r.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
-    params.add("SERVER_SOFTWARE", "peregrine");
-    params.add("GATEWAY_INTERFACE", "CGI/1.1");
-    params.add("REDIRECT_STATUS", "200");
     std::string& name = handler_.scratch_;
     for (const Header& h : r.header_list()) {
       // CONTENT_TYPE/LENGTH are passed above; "Proxy" would become HTTP_PROXY, which CGI
@@ -340,7 +376,7 @@ void FastcgiExchange::encode_request_head() {
       cgi_header_name(h.name, name);
       params.add(name, h.value);
     }
-    for (const auto& [key, value] : handler_.options_.params) params.add(key, value);
+    params.write(handler_.extra_params_);  // last: a configured value overrides ours
   }
   append_params_end(out, kRequestId);
   if (!r.has_body()) {
@@ -729,6 +765,13 @@ FastcgiHandler::FastcgiHandler(const config::Route& route, const config::Site& s
   while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
   root_fd_ = ::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   read_buffer_ = std::make_unique_for_overwrite<char[]>(kReadChunk);
+  // Parameters that never change, encoded once (PARAMS is a byte stream of pairs).
+  append_name_value(fixed_params_, "DOCUMENT_ROOT", root_);
+  append_name_value(fixed_params_, "REQUEST_SCHEME", "http");
+  append_name_value(fixed_params_, "SERVER_SOFTWARE", "peregrine");
+  append_name_value(fixed_params_, "GATEWAY_INTERFACE", "CGI/1.1");
+  append_name_value(fixed_params_, "REDIRECT_STATUS", "200");
+  for (const auto& [key, value] : options_.params) append_name_value(extra_params_, key, value);
   config::StaticOptions files = route.static_files;
   files.root = root_;
   files.index.clear();
@@ -811,11 +854,12 @@ Target FastcgiHandler::resolve(const Request& request) {
   const std::string_view uri = request.path;
   target.query = request.query;
   if (options_.try_files.empty()) {
-    if (uri.back() == '/') {
+    const bool has_script = split(uri, target);
+    if (!has_script && uri.back() == '/') {
       if (!try_index(uri, target)) target.kind = Target::Kind::kNotFound;
       return target;
     }
-    if (!split(uri, target)) {  // no script in the path: the whole path is the script
+    if (!has_script) {  // no script in the path: the whole path is the script
       target.script_name = uri;
       target.path_info.clear();
     }
@@ -836,9 +880,7 @@ Target FastcgiHandler::resolve(const Request& request) {
   }
   const size_t last = options_.try_files.size() - 1;
   for (size_t i = 0; i < last; ++i) {
-    std::string candidate = options_.try_files[i];
-    for (size_t at; (at = candidate.find("$uri")) != std::string::npos;)
-      candidate.replace(at, 4, uri);
+    std::string candidate = expand(options_.try_files[i], uri, request.query);
     if (candidate.empty()) continue;
     if (candidate.back() == '/') {
       if (candidate.size() > 1) candidate.pop_back();
@@ -854,24 +896,21 @@ Target FastcgiHandler::resolve(const Request& request) {
     }
     return target;
   }
-  // The fallback: "=404" or a URI ("/index.php?$args"), mapped without another round trip.
+  // The fallback: "=STATUS" or a URI ("/index.php?$args"), mapped without another round trip.
   const std::string& fallback = options_.try_files[last];
   if (fallback.size() == 4 && fallback[0] == '=') {
     target.kind = Target::Kind::kNotFound;
+    target.status = (fallback[1] - '0') * 100 + (fallback[2] - '0') * 10 + (fallback[3] - '0');
     return target;
   }
-  std::string expanded = fallback;
-  for (size_t at; (at = expanded.find("$uri")) != std::string::npos;) expanded.replace(at, 4, uri);
-  for (size_t at; (at = expanded.find("$args")) != std::string::npos;)
-    expanded.replace(at, 5, request.query);
-  std::string_view path = expanded;
-  size_t question = path.find('?');
-  if (question != std::string_view::npos) {
-    target.query = std::string(path.substr(question + 1));
-    path = path.substr(0, question);
-  } else {
-    target.query = request.query;
-  }
+  // Split the pattern first: a '?' that comes from the (decoded) path is not the query's start.
+  std::string_view pattern = fallback;
+  size_t question = pattern.find('?');
+  std::string path_storage = expand(pattern.substr(0, question), uri, request.query);
+  std::string_view path = path_storage;
+  target.query = question == std::string_view::npos
+                     ? std::string(request.query)
+                     : expand(pattern.substr(question + 1), uri, request.query);
   if (split(path, target)) {
     target.kind = !options_.check_script || stat_path(target.script_name) == Kind::kFile
                       ? Target::Kind::kScript
@@ -887,7 +926,7 @@ server::Exchange* FastcgiHandler::start(const Request& request, server::Downstre
   Target target = resolve(request);
   if (target.kind == Target::Kind::kNotFound) {
     static_response_.clear();
-    static_response_.set_status(404);
+    static_response_.set_status(target.status);
     downstream.respond(static_response_);
     return nullptr;
   }

@@ -29,6 +29,7 @@ struct Target {
   std::string path_info;    // "/extra/path" (may be empty)
   std::string query;        // QUERY_STRING
   std::string static_path;  // kStatic: the file or directory to serve
+  int status = 404;         // kNotFound: the status to answer ("=403" in try_files)
 };
 
 class FastcgiHandler final : public Handler, public server::StreamHandler {
@@ -69,6 +70,8 @@ class FastcgiHandler final : public Handler, public server::StreamHandler {
   };
   std::unordered_map<std::string, StatEntry> stats_;
   std::string scratch_;
+  std::string fixed_params_;             // encoded name-value pairs sent with every request
+  std::string extra_params_;             // the route's fastcgi_params, encoded
   std::unique_ptr<char[]> read_buffer_;  // every exchange's reads; decoded before the next one
 };
 

@@ -108,11 +108,26 @@ void StreamEncoder::write(std::string_view bytes) {
   }
 }
 
+bool append_name_value(std::string& out, std::string_view name, std::string_view value) {
+  if (name.size() > kMaxNameValueLength || value.size() > kMaxNameValueLength) return false;
+  char lengths[8];
+  size_t n = encode_length(lengths, name.size());
+  n += encode_length(lengths + n, value.size());
+  out.append(lengths, n).append(name).append(value);
+  return true;
+}
+
 bool StreamEncoder::add(std::string_view name, std::string_view value) {
   if (name.size() > kMaxNameValueLength || value.size() > kMaxNameValueLength) return false;
   char lengths[8];
   size_t n = encode_length(lengths, name.size());
   n += encode_length(lengths + n, value.size());
+  const size_t total = n + name.size() + value.size();
+  if (open_ && content_ + total <= kMaxContentLength) {  // the common case: it fits the record
+    out_.append(lengths, n).append(name).append(value);
+    content_ += total;
+    return true;
+  }
   write(std::string_view(lengths, n));
   write(name);
   write(value);

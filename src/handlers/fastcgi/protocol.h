@@ -65,6 +65,9 @@ void append_abort_request(std::string& out, uint16_t request_id);
 
 // Bytes one name-value pair takes in a PARAMS / GET_VALUES stream.
 size_t name_value_size(std::string_view name, std::string_view value);
+// Appends one encoded pair, without any record framing: for pairs encoded once and written into
+// many PARAMS streams with StreamEncoder::write(). False if a length cannot be encoded.
+bool append_name_value(std::string& out, std::string_view name, std::string_view value);
 
 // Writes a byte stream (PARAMS, STDIN, DATA) as records of at most kMaxContentLength content
 // bytes. Record headers are patched in place (offsets, so `out` may grow and reallocate meanwhile).
