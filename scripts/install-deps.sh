@@ -6,7 +6,7 @@ set -euo pipefail
 build_packages=(g++ cmake ninja-build pkg-config libtomlplusplus-dev libpcre2-dev liburing-dev libssl-dev
                 libgtest-dev)
 test_packages=(clang clang-format libclang-rt-14-dev python3 curl apache2-utils wrk nginx-light php8.2-fpm)
-bench_packages=(h2o lighttpd lighttpd-modules-lua)
+bench_packages=(h2o lighttpd lighttpd-modules-lua libnginx-mod-http-echo)
 
 wanted=("${build_packages[@]}")
 case "${1:-build}" in
