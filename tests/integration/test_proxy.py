@@ -823,6 +823,11 @@ class TestPool(ProxyTestCase):
         srv = self.proxy_to([a], keepalive_requests=5)
         self.get_ids(srv.port, 20)
         self.assertEqual(a.stats()["connections"], 4)
+        self.stop_ok(srv)
+        a.reset()
+        srv = self.proxy_to([a], keepalive=0)
+        self.get_ids(srv.port, 5)
+        self.assertEqual(a.stats()["connections"], 5)
 
     def test_stale_pooled_connections_are_retried_transparently(self):
         # The back end closes every connection after one answer without saying so: each reuse
@@ -854,6 +859,29 @@ class TestPool(ProxyTestCase):
         self.assertEqual(resp.header("Retry-After"), "1")
         for c in holders:
             self.assertEqual(c.read_final_response().status, 200)
+
+    def test_queue_timeout_answers_503_and_queued_requests_are_served_in_turn(self):
+        a = self.backend("A")
+        srv = self.proxy(upstream_toml("app", [{"address": a.address, "max_conns": 1}],
+                                       queue_timeout="700ms"),
+                         route_toml("/", proxy="http://app"))
+        holder = self.raw(srv.port, timeout=10)
+        holder.send(build_request("GET", "/slow?ms=1500"))
+        time.sleep(0.2)
+        started = time.monotonic()
+        status, headers, _ = self.get(srv.port, "/x")
+        elapsed = time.monotonic() - started
+        self.assertEqual((status, headers["Retry-After"]), (503, "1"))
+        self.assertGreater(elapsed, 0.5)
+        self.assertLess(elapsed, 1.5)
+        self.assertIn("waited too long", srv.stderr())
+        self.assertEqual(holder.read_final_response().status, 200)
+        # A short wait in the queue is served once the slot frees.
+        holder.send(build_request("GET", "/slow?ms=300"))
+        time.sleep(0.1)
+        status, _, body = self.get(srv.port, "/x")
+        self.assertEqual((status, body), (200, b"A"))
+        self.assertEqual(holder.read_final_response().status, 200)
 
     def test_1000_concurrent_clients_on_a_pool_of_32(self):
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
