@@ -833,13 +833,19 @@ class TestPool(ProxyTestCase):
         # The back end closes every connection after one answer without saying so: each reuse
         # meets a closed connection, which must cost the client nothing, even for a POST.
         a = self.backend("A", extra=["--close-after", "1"])
-        srv = self.proxy_to([a], max_fails=1)
+        srv = self.proxy_to([a], max_fails=1, limits="max_body_bytes = 1048576")
         with RawClient(srv.port) as c:
             for i in range(20):
                 c.send(build_request("POST" if i % 2 else "GET", "/echo", body=b"x" * i))
                 resp = c.read_final_response()
                 self.assertEqual(resp.status, 200, f"request {i}: {resp}")
                 self.assertEqual(json.loads(resp.body)["body_length"], i)
+            # A body too long to resend is not risked on a pooled connection.
+            for size in (300_000, 300_001):
+                c.send(build_request("POST", "/echo", body=b"y" * size))
+                resp = c.read_final_response()
+                self.assertEqual(resp.status, 200, resp)
+                self.assertEqual(json.loads(resp.body)["body_length"], size)
 
     def test_queue_full_answers_503_with_retry_after(self):
         a = self.backend("A")

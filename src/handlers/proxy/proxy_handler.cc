@@ -422,7 +422,10 @@ void ProxyExchange::acquire_server() {
 void ProxyExchange::open_connection(bool fresh_only) {
   // Connections stay registered with the poller for their whole life; the group forwards their
   // readiness to us while we use them.
-  conn_ = fresh_only ? nullptr : group_.take_idle(server_, *this);
+  // A body too long to keep for a resend goes on a fresh connection: a pooled one may turn out
+  // to be stale only after part of the body is gone.
+  bool unreplayable_body = request_.chunked || request_.content_length > int64_t{kReplayLimit / 2};
+  conn_ = fresh_only || unreplayable_body ? nullptr : group_.take_idle(server_, *this);
   reused_ = conn_ != nullptr;
   if (!conn_) {
     conn_ = group_.open(server_, *this);
