@@ -44,6 +44,12 @@ void UpstreamConnection::on_ready(uint32_t readiness) {
   if (user_) user_->on_ready(readiness);
 }
 
+void UpstreamConnection::watch_writable(bool on) {
+  if (on == writable_watched_ || fd_ < 0) return;
+  uint32_t interest = event::kReadable | event::kEdgeTriggered | (on ? event::kWritable : 0);
+  if (group_->poller_.modify(fd_, interest, this)) writable_watched_ = on;
+}
+
 void UpstreamConnection::on_timeout() {
   if (fd_ >= 0 && idle_) group_->close(this);
 }

@@ -48,6 +48,10 @@ class UpstreamConnection final : public event::Pollable,
   size_t server() const { return server_; }
   uint32_t uses() const { return uses_; }  // requests it carried before this one
   bool reused() const { return uses_ > 0; }
+  // Writability is worth watching only while a write is blocked (a connect in progress, a full
+  // socket): a unix socket reports it each time the peer reads, which would wake the worker for
+  // nothing on every request. Connections start watched (connect); users turn it off.
+  void watch_writable(bool on);
   void on_ready(uint32_t readiness) override;
   void on_timeout() override;
 
@@ -56,6 +60,7 @@ class UpstreamConnection final : public event::Pollable,
   GroupRuntime* group_ = nullptr;
   event::Pollable* user_ = nullptr;  // the exchange using it
   bool idle_ = false;                // in the pool
+  bool writable_watched_ = true;
   int fd_ = -1;
   size_t server_ = 0;
   uint32_t uses_ = 0;

@@ -427,6 +427,7 @@ bool FastcgiExchange::write_upstream() {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) {
+      conn_->watch_writable(true);
       arm_io_timer(group_.config().send_timeout);
       return true;
     }
@@ -434,6 +435,7 @@ bool FastcgiExchange::write_upstream() {
     upstream_failed(502, n < 0 ? std::strerror(errno) : "connection closed", true);
     return false;
   }
+  conn_->watch_writable(false);
   if (!replayable_ || any_response_byte_ || out_.size() > kReplayLimit) {
     out_.clear();
     out_sent_ = 0;
