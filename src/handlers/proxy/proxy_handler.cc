@@ -287,7 +287,6 @@ class ProxyExchange final : public server::Exchange,
   bool upstream_finished_ = false;  // response read completely; the spool drains to the client
   int status_ = 0;
   Response response_;
-  std::vector<HeaderView> fields_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -328,8 +327,8 @@ bool ProxyExchange::begin() {
 
 void ProxyExchange::build_request_head() {
   const config::ProxyOptions& options = handler_.options_;
-  std::vector<HeaderView> in;
-  in.reserve(request_.header_count);
+  std::vector<HeaderView>& in = handler_.scratch_fields_;
+  in.clear();
   for (const peregrine::Header& h : request_.header_list()) {
     // We frame the body ourselves; 100-continue is the client connection's business.
     if (ascii_iequals(h.name, "Content-Length") || ascii_iequals(h.name, "Expect")) continue;
@@ -601,6 +600,7 @@ bool ProxyExchange::on_body(std::string_view bytes, bool last) {
 }
 
 void ProxyExchange::flush_out() {
+  if (!conn_) return;
   while (out_off_ < out_.size()) {
     ssize_t n = ::send(fd_, out_.data() + out_off_, out_.size() - out_off_, MSG_NOSIGNAL);
     if (n > 0) {
@@ -610,6 +610,7 @@ void ProxyExchange::flush_out() {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      conn_->watch_writable(true);  // tell us when it drains
       if (!write_blocked_) {
         write_blocked_ = true;
         if (phase_ == Phase::kRequest) arm_io(group_.config().send_timeout.count());
@@ -619,6 +620,9 @@ void ProxyExchange::flush_out() {
     write_failed(n < 0 ? errno : EPIPE);
     return;
   }
+  // Nothing left to write: writability is news no more (once per fresh connection; a pooled
+  // one stays unwatched).
+  conn_->watch_writable(false);
   if (write_blocked_) {
     write_blocked_ = false;
     if (phase_ == Phase::kRequest) arm_io(group_.config().read_timeout.count());
@@ -782,31 +786,32 @@ void ProxyExchange::process_head() {
 }
 
 void ProxyExchange::fill_response_headers(std::string_view head, bool tunnel) {
-  fields_.clear();
-  split_fields(head, fields_);
+  // The handler's scratch (one worker thread, no exchange re-enters this): no allocation once
+  // warm beyond the header list itself.
+  std::vector<HeaderView>& fields = handler_.scratch_fields_;
+  fields.clear();
+  split_fields(head, fields);
   // Framing is ours to set; Date and Server come from this server (as nginx does by default).
-  std::erase_if(fields_, [](const HeaderView& h) {
+  std::erase_if(fields, [](const HeaderView& h) {
     return ascii_iequals(h.name, "Content-Length") || ascii_iequals(h.name, "Date") ||
            ascii_iequals(h.name, "Server");
   });
-  ResponseOptions options = handler_.response_options_;
-  options.upstream_origin = handler_.upstream_origin_;
-  std::string client_origin = "http://";
-  client_origin.append(request_.host.empty() ? std::string_view("localhost") : request_.host);
-  options.client_origin = client_origin;
-  HeaderList headers = rewrite_response_headers(fields_, options, tunnel);
+  ResponseOptions& options = handler_.response_options_;
+  options.client_origin.assign("http://");
+  options.client_origin.append(request_.host.empty() ? std::string_view("localhost")
+                                                     : request_.host);
+  HeaderList headers = rewrite_response_headers(fields, options, tunnel);
 
   // A back end that names itself by its address rather than by the name we sent is rewritten
   // too.
-  const std::string& address = group_.server(server_).address;
-  if (options.rewrite_location && address != handler_.upstream_host_ &&
-      !address.starts_with("unix:")) {
-    std::string address_origin = "http://" + address;
+  const std::string& address_origin = handler_.server_origins_[server_];
+  if (options.rewrite_location && !address_origin.empty()) {
     for (Header& h : headers) {
       if (ascii_iequals(h.name, "Location")) {
-        if (auto url = rewrite_url(h.value, address_origin, client_origin)) h.value = *url;
+        if (auto url = rewrite_url(h.value, address_origin, options.client_origin)) h.value = *url;
       } else if (ascii_iequals(h.name, "Refresh")) {
-        if (auto value = rewrite_refresh(h.value, address_origin, client_origin)) h.value = *value;
+        if (auto value = rewrite_refresh(h.value, address_origin, options.client_origin))
+          h.value = *value;
       }
     }
   }
@@ -1305,7 +1310,12 @@ ProxyHandler::ProxyHandler(const config::Route& route, const config::Site& site,
       !g.servers.empty())
     upstream_host_ = g.servers[0].address;
   if (upstream_host_.starts_with("unix:")) upstream_host_ = "localhost";
-  upstream_origin_ = "http://" + upstream_host_;
+  response_options_.upstream_origin = "http://" + upstream_host_;
+  // Origins of servers whose address differs from the name the back end is addressed by.
+  for (const config::UpstreamServer& server : g.servers) {
+    bool distinct = server.address != upstream_host_ && !server.address.starts_with("unix:");
+    server_origins_.push_back(distinct ? "http://" + server.address : std::string());
+  }
 
   if (g.balance == config::Balance::kHash) {
     std::string_view key = g.hash_key;

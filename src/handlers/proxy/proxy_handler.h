@@ -54,10 +54,13 @@ class ProxyHandler final : public Handler, public server::StreamHandler {
   event::TimerSet& timers_;
   const Clock& clock_;
 
-  RequestOptions request_options_;    // Host mode, forwarding headers, route rules
-  ResponseOptions response_options_;  // route rules; the origins are filled per request
-  std::string upstream_host_;         // the Host the back end is addressed by ("app", "h:port")
-  std::string upstream_origin_;       // "http://" + upstream_host_
+  RequestOptions request_options_;  // Host mode, forwarding headers, route rules
+  // Route rules and the upstream origin; client_origin is set per response (worker-thread
+  // scratch, like scratch_fields_).
+  ResponseOptions response_options_;
+  std::string upstream_host_;  // the Host the back end is addressed by ("app", "h:port")
+  std::vector<std::string> server_origins_;  // "http://address" per server, "" when the same
+  std::vector<HeaderView> scratch_fields_;
   // Read buffers of finished exchanges, for the next ones (per worker: no locking).
   std::unique_ptr<char[]> take_buffer();
   void give_back_buffer(std::unique_ptr<char[]> buffer);

@@ -253,7 +253,8 @@ class Backend:
                 self.send(writer, 200, body, [("Content-Type", "application/json")], close=close)
         elif path == "/download":
             await self.download(writer, int(query.get("bytes", "0")),
-                                query.get("chunked") == "1", close)
+                                query.get("chunked") == "1", close,
+                                head_only=request["method"] == "HEAD")
         elif path == "/slow":
             await asyncio.sleep(int(query.get("ms", "100")) / 1000)
             self.send(writer, 200, self.id.encode(), close=close)
@@ -293,12 +294,14 @@ class Backend:
                 out += b"%x\r\n%s\r\n" % (len(piece), piece)
         writer.write(out + b"0\r\n\r\n")
 
-    async def download(self, writer, size, chunked, close):
+    async def download(self, writer, size, chunked, close, head_only=False):
         head = ["HTTP/1.1 200 OK", f"X-Backend: {self.id}", "Content-Type: application/octet-stream"]
         head.append("Transfer-Encoding: chunked" if chunked else f"Content-Length: {size}")
         if close:
             head.append("Connection: close")
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        if head_only:
+            return
         left = size
         while left:
             piece = PATTERN[:min(left, len(PATTERN))]
