@@ -847,6 +847,18 @@ class TestPool(ProxyTestCase):
                 self.assertEqual(resp.status, 200, resp)
                 self.assertEqual(json.loads(resp.body)["body_length"], size)
 
+    def test_bytes_after_a_response_never_reach_the_next_request(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], max_fails=0)
+        with RawClient(srv.port) as c:
+            for i in range(20):
+                resp = c.request("GET", "/junk_after")
+                self.assertEqual((resp.status, resp.body), (200, b"junk follows"))
+                if i % 2:
+                    time.sleep(0.02)  # the junk has arrived: the pool must notice
+                resp = c.request("GET", "/x")
+                self.assertEqual((resp.status, resp.body), (200, b"A"), f"round {i}")
+
     def test_queue_full_answers_503_with_retry_after(self):
         a = self.backend("A")
         srv = self.proxy(upstream_toml("app", [{"address": a.address, "max_conns": 1}],
@@ -967,11 +979,18 @@ http {{
         for i in range(50):
             status, headers, body = self.get(srv.port, f"/page.html?i={i}")
             self.assertEqual((status, len(body)), (200, 663))
-        with open(os.path.join(prefix, "logs", "access.log")) as f:
-            lines = [l.split() for l in f if "/page.html" in l]
-        self.assertEqual(len(lines), 50)
-        self.assertEqual(len({l[0] for l in lines}), 1, "one upstream connection for all")
-        self.assertEqual(max(int(l[1]) for l in lines), 50)
+
+        def logged():  # nginx logs a request just after answering it
+            with open(os.path.join(prefix, "logs", "access.log")) as f:
+                found = [l.split() for l in f if "/page.html" in l]
+            return found if len(found) >= 50 else None
+
+        self.wait_for(logged, 3, msg="nginx's access log lines")
+        lines = logged()
+        summary = f"nginx saw (connection, request number): {[(l[0], l[1]) for l in lines]}"
+        self.assertEqual(len(lines), 50, summary)
+        self.assertEqual(len({l[0] for l in lines}), 1, "one upstream connection for all; " + summary)
+        self.assertEqual(max(int(l[1]) for l in lines), 50, summary)
 
 
 if __name__ == "__main__":

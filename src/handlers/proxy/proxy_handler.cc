@@ -776,6 +776,16 @@ void ProxyExchange::process_head() {
   }
   http1::ResponseParser::Result r = parser_.parse(data);
   if (r.status == http1::ResponseParser::Status::kError && r.consumed == 0) {
+    if (reused_ && !write_broken_ && (replayable_ || !written_any_)) {
+      // Most likely bytes the back end sent after its previous response on this pooled
+      // connection (a body to a HEAD, say): a fresh connection gets a clean answer.
+      LOG_WARN(
+          "proxy: pooled connection to %s (group \"%s\") carried an invalid response (%s); "
+          "retrying on a new connection",
+          server_address(), group_name(), parser_.error());
+      stale_connection();
+      return;
+    }
     attempt_failed(Failure::kExchange, 502, "invalid response", parser_.error());
     return;
   }

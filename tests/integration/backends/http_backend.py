@@ -20,6 +20,7 @@ slowness, WebSocket upgrades. What it does depends on the path (query parameters
   /partial             a head announcing 1000 bytes, 10 of them, then a close
   /post_close          reads the whole body, then closes without answering
   /hang                never answers
+  /junk_after          a 200, then (5 ms later, same connection) bytes that are not HTTP
   /reject              413 before reading the request body, then a close
   /health              200 "ok", or 503 once /control/health?ok=0 was called
   /ws                  WebSocket echo (RFC 6455; text and binary frames, ping, close)
@@ -217,6 +218,13 @@ class Backend:
         if path == "/hang":
             await asyncio.sleep(3600)
             return False
+        if path == "/junk_after":  # a complete answer, then bytes that belong to nothing
+            self.send(writer, 200, b"junk follows")
+            await writer.drain()
+            await asyncio.sleep(0.005)
+            writer.write(b"JUNK\r\n\r\n")
+            await writer.drain()
+            return True
         if path == "/reject":  # answers before reading the body, then closes
             self.send(writer, 413, b"too large for " + self.id.encode(), close=True)
             await writer.drain()
