@@ -46,7 +46,8 @@ void UpstreamConnection::on_ready(uint32_t readiness) {
 
 void UpstreamConnection::watch_writable(bool on) {
   if (on == writable_watched_ || fd_ < 0) return;
-  uint32_t interest = event::kReadable | event::kEdgeTriggered | (on ? event::kWritable : 0);
+  uint32_t interest =
+      event::kReadable | event::kEdgeTriggered | (on ? uint32_t{event::kWritable} : 0u);
   if (group_->poller_.modify(fd_, interest, this)) writable_watched_ = on;
 }
 

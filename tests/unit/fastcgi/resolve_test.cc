@@ -86,7 +86,9 @@ class FastcgiResolveTest : public ::testing::Test {
     runtime_.reset();
     event::dispose_pending();
     std::string cmd = "rm -rf '" + root_ + "'";
-    if (root_.rfind("/tmp/peregrine-fcgi-", 0) == 0) EXPECT_EQ(std::system(cmd.c_str()), 0);
+    if (root_.rfind("/tmp/peregrine-fcgi-", 0) == 0) {
+      EXPECT_EQ(std::system(cmd.c_str()), 0);
+    }
   }
 
   void mkdir_p(const std::string& rel) {

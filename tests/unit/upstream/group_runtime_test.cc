@@ -81,7 +81,7 @@ class TestWaiter final : public Waiter {
     if (log_) log_->push_back(id_);
     if (group && reacquire) {
       server = SIZE_MAX;
-      last = group->acquire(PickContext{now}, tried, *this, &server);
+      last = group->acquire(PickContext{now, {}, {}}, tried, *this, &server);
       if (last == Acquire::kReady && take_idle) idle_fd = group->take_idle(server, &idle_uses);
     }
   }
@@ -128,7 +128,7 @@ class GroupRuntimeTest : public ::testing::Test {
     return *runtime_;
   }
 
-  PickContext now() const { return PickContext{clock_.monotonic_ms}; }
+  PickContext now() const { return PickContext{clock_.monotonic_ms, {}, {}}; }
   TriedSet none() const { return TriedSet(group_.servers.size()); }
 
   Acquire acquire(TestWaiter& w, size_t* server) {
