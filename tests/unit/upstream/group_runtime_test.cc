@@ -178,7 +178,9 @@ class GroupRuntimeTest : public ::testing::Test {
     config::UpstreamServer s = unix_server(*path);
     EXPECT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&s.addr), s.addr_len), 0)
         << std::strerror(errno);
-    if (backlog >= 0) EXPECT_EQ(::listen(fd, backlog), 0);
+    if (backlog >= 0) {
+      EXPECT_EQ(::listen(fd, backlog), 0);
+    }
     fds_.push_back(fd);
     return fd;
   }
