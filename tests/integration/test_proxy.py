@@ -936,6 +936,73 @@ class TestPool(ProxyTestCase):
         self.assertLessEqual(stats["connections"], 64, stats)
 
 
+class TestAborts(ProxyTestCase):
+    """Clients that leave at every stage: everything they held (upstream connections, slots,
+    spool files) is released at once, not at some later timeout."""
+
+    def leave_in_crowds(self, srv, cases):
+        def leave(request, read_bytes, reset):
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                try:
+                    s.sendall(request)
+                    got = 0
+                    while got < read_bytes:
+                        chunk = s.recv(min(65536, read_bytes - got))
+                        if not chunk:
+                            break
+                        got += len(chunk)
+                except OSError:
+                    pass
+                if reset:
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\1\0\0\0\0\0\0\0")
+
+        threads = [threading.Thread(target=leave, args=c) for c in cases]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def start_and_count(self):
+        a = self.backend("A")
+        # body_timeout is left at its 60 s default: nothing here may wait for it.
+        srv = self.proxy_to([a], max_fails=0, keepalive=8, limits="max_body_bytes = 10485760")
+        self.get_ids(srv.port, 3)
+        return a, srv, len(os.listdir(f"/proc/{srv.pid}/fd"))
+
+    def assert_released(self, a, srv, fds_before):
+        self.assert_serving(srv, "/x")
+        # At most the pool's idle connections remain.
+        self.wait_for(lambda: len(os.listdir(f"/proc/{srv.pid}/fd")) <= fds_before + 8, 5,
+                      msg=f"descriptors back near {fds_before} "
+                          f"(now {len(os.listdir(f'/proc/{srv.pid}/fd'))})")
+        self.assertEqual(set(self.get_ids(srv.port, 10)), {"A"})
+
+    def test_clients_leaving_mid_response(self):
+        a, srv, fds_before = self.start_and_count()
+        cases = []
+        for i in range(40):
+            reset = i % 2 == 1  # a reset now and then, a plain close otherwise
+            cases.append((build_request("GET", "/download?bytes=5000000"), i * 997, reset))
+            cases.append((build_request("GET", "/download?bytes=3000000&chunked=1"), i * 1409,
+                          reset))
+            cases.append((build_request("GET", "/slow?ms=50"), 0, reset))
+            cases.append((build_request("GET", "/hang"), 0, reset))
+            cases.append((build_request("GET", "/ws", headers={
+                "Upgrade": "websocket", "Connection": "Upgrade",
+                "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13"}),
+                i, reset))
+        self.leave_in_crowds(srv, cases)
+        self.assert_released(a, srv, fds_before)
+
+    def test_clients_leaving_mid_upload(self):
+        a, srv, fds_before = self.start_and_count()
+        cases = [(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n\r\n" +
+                  b"z" * (i * 20011), 0, i % 2 == 1) for i in range(40)]
+        self.leave_in_crowds(srv, cases)
+        self.assert_released(a, srv, fds_before)
+
+
 class TestNginxUpstream(ProxyTestCase):
     def test_keepalive_pool_against_nginx(self):
         nginx = shutil.which("nginx") or "/usr/sbin/nginx"
