@@ -227,6 +227,18 @@ class TestQuickMode(ProxyTestCase):
         _, echoed = self.echo(srv.port, path="/api/echo?q=1")
         self.assertEqual(echoed["target"], "/echo?q=1")  # the prefix is stripped
 
+    def test_unix_socket_back_end(self):
+        path = os.path.join(self.tmp, "app.sock")
+        proc = subprocess.Popen([sys.executable, BACKEND, "--id", "U", "--unix", path],
+                                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.addCleanup(lambda: (proc.kill(), proc.wait(), proc.stdout.close()))
+        self.assertEqual(proc.stdout.readline().decode().strip(), f"listening on unix:{path}")
+        srv = self.proxy_to([f"unix:{path}"])
+        _, echoed = self.echo(srv.port, path="/echo?u=1")
+        self.assertEqual((echoed["id"], echoed["target"]), ("U", "/echo?u=1"))
+        self.assertEqual(header_values(echoed, "Host"), ["localhost"])
+        self.assertEqual(self.get_ids(srv.port, 5), ["U"] * 5)
+
     def test_several_urls_form_a_round_robin_group(self):
         a, b = self.backend("A"), self.backend("B")
         srv = self.start_argv([PEREGRINE_BIN, "--listen", "127.0.0.1:0", "--workers", "1",

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A scriptable HTTP/1.1 back end for the reverse-proxy tests (asyncio, standard library only).
 
-    python3 http_backend.py --id A [--port 0]
+    python3 http_backend.py --id A [--port 0 | --unix PATH]
 
 Prints "listening on 127.0.0.1:PORT" on stdout once it accepts connections. It speaks HTTP/1.1
 with keep-alive by hand so that the tests control every byte: framing, early closes, garbage,
@@ -375,12 +375,18 @@ async def main():
                         help="delay of the default answer (least-connections tests)")
     parser.add_argument("--close-after", type=int, default=0,
                         help="close each connection silently after this many answers")
+    parser.add_argument("--unix", help="listen on this unix socket path instead of TCP")
     args = parser.parse_args()
     backend = Backend(args.id, args.slow_ms, args.close_after)
-    server = await asyncio.start_server(backend.handle, "127.0.0.1", args.port, backlog=4096,
-                                        reuse_address=True, limit=1 << 20)
-    backend.port = server.sockets[0].getsockname()[1]
-    print(f"listening on 127.0.0.1:{backend.port}", flush=True)
+    if args.unix:
+        server = await asyncio.start_unix_server(backend.handle, args.unix, backlog=4096,
+                                                 limit=1 << 20)
+        print(f"listening on unix:{args.unix}", flush=True)
+    else:
+        server = await asyncio.start_server(backend.handle, "127.0.0.1", args.port, backlog=4096,
+                                            reuse_address=True, limit=1 << 20)
+        backend.port = server.sockets[0].getsockname()[1]
+        print(f"listening on 127.0.0.1:{backend.port}", flush=True)
     async with server:
         await server.serve_forever()
 
