@@ -782,15 +782,18 @@ class TestWebSocket(ProxyTestCase):
         srv = self.proxy_to([a], {"tunnel_timeout": "5s"})
         big = os.urandom(200_000)
         try:
-            from websockets.sync.client import connect  # python3-websockets
+            import websockets  # python3-websockets (Debian: 10.x, asyncio API)
         except ImportError:
-            connect = None
-        if connect:
-            with connect(f"ws://127.0.0.1:{srv.port}/ws") as ws:
-                ws.send("hello")
-                self.assertEqual(ws.recv(), "hello")
-                ws.send(big)
-                self.assertEqual(ws.recv(), big)
+            websockets = None
+        if websockets:
+            async def talk():
+                async with websockets.connect(f"ws://127.0.0.1:{srv.port}/ws") as ws:
+                    await ws.send("hello")
+                    first = await ws.recv()
+                    await ws.send(big)
+                    return first, await ws.recv()
+
+            self.assertEqual(asyncio.run(talk()), ("hello", big))
         else:
             ws = WsClient(srv.port, "/ws")
             self.assertIn("X-Backend: A", ws.head)
