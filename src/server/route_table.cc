@@ -30,9 +30,13 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
   const Clock& clock = env.clock;
   Ref<RouteTable> table(new RouteTable);
   table->config_ = config;
-  for (const config::UpstreamGroup& group : config->upstreams)
+  for (const config::UpstreamGroup& group : config->upstreams) {
     table->groups_.push_back(std::make_unique<upstream::GroupRuntime>(group, env.poller, env.timers,
                                                                       env.clock, env.workers));
+    if (group.health_check.enabled)
+      table->probes_.push_back(std::make_shared<upstream::HealthChecker>(
+          *table->groups_.back(), env.poller, env.timers, env.clock));
+  }
   auto find_group = [&](const std::string& name) -> upstream::GroupRuntime* {
     for (auto& g : table->groups_)
       if (g->config().name == name) return g.get();
