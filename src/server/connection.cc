@@ -113,6 +113,9 @@ void Connection::start() {
 
 void Connection::on_ready(uint32_t readiness) {
   if (state_ == State::kClosed) return;
+  // Edge-triggered: the client's FIN is reported once, possibly with its last bytes. Remember
+  // it, or a short read would end the reading before the 0 that tells us.
+  if (readiness & event::kHangup) hangup_seen_ = true;
   if (state_ == State::kExchange) {
     on_exchange_ready(readiness);
     return;
@@ -170,7 +173,7 @@ void Connection::on_readable() {
     if (n > 0) {
       end_ += static_cast<uint32_t>(n);
       process();
-      if (static_cast<size_t>(n) < space)
+      if (static_cast<size_t>(n) < space && !hangup_seen_)
         break;  // short read: the socket is drained (edge-triggered)
       continue;
     }

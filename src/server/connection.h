@@ -97,6 +97,7 @@ class Connection final : public event::Pollable, public event::TimerOwner, publi
   bool registered_ = false;
   bool keep_alive_ = true;        // false once a response said Connection: close
   bool peer_closed_ = false;      // read returned 0
+  bool hangup_seen_ = false;      // the poller reported the client's FIN (or an error)
   bool read_blocked_ = false;     // readable data left unread while output was blocked
   bool linger_on_close_ = false;  // closing on an error: the client may still be sending
   bool in_process_ = false;       // process() is on the stack: it continues after an exchange
