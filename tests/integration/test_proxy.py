@@ -2,7 +2,8 @@
 
 Back ends: tests/integration/backends/http_backend.py (an asyncio HTTP/1.1 server whose behaviour
 depends on the path, with counters at /control/stats), and nginx for the keep-alive pool test.
-WebSocket clients use python3-websockets when it is installed, else a small RFC 6455 client here.
+WebSocket: python3-websockets as the client (and, in one test, as the back end too), plus a raw
+RFC 6455 client for the handshake bytes and idle timing.
 """
 
 import asyncio
@@ -709,8 +710,18 @@ class TestBadBackends(ProxyTestCase):
         self.assertIn("before the end of the response body", srv.stderr())
 
 
+async def websockets_echo(port, big):
+    """Sends "hello" and `big` with python3-websockets through the proxy; returns the echoes."""
+    import websockets  # python3-websockets, installed by scripts/install-deps.sh test
+    async with websockets.connect(f"ws://127.0.0.1:{port}/ws", max_size=None) as ws:
+        await ws.send("hello")
+        first = await ws.recv()
+        await ws.send(big)
+        return first, await ws.recv()
+
+
 class WsClient:
-    """A minimal RFC 6455 client (used when python3-websockets is not installed)."""
+    """A raw RFC 6455 client, for what a library hides: the handshake bytes, idle timing."""
 
     def __init__(self, port, path):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -781,28 +792,25 @@ class TestWebSocket(ProxyTestCase):
         a = self.backend("A")
         srv = self.proxy_to([a], {"tunnel_timeout": "5s"})
         big = os.urandom(200_000)
-        try:
-            import websockets  # python3-websockets (Debian: 10.x, asyncio API)
-        except ImportError:
-            websockets = None
-        if websockets:
-            async def talk():
-                async with websockets.connect(f"ws://127.0.0.1:{srv.port}/ws") as ws:
-                    await ws.send("hello")
-                    first = await ws.recv()
-                    await ws.send(big)
-                    return first, await ws.recv()
-
-            self.assertEqual(asyncio.run(talk()), ("hello", big))
-        else:
-            ws = WsClient(srv.port, "/ws")
-            self.assertIn("X-Backend: A", ws.head)
-            ws.send("hello")
-            self.assertEqual(ws.recv(), "hello")
-            ws.send(big)
-            self.assertEqual(ws.recv(), big)
-            self.assertEqual(ws.close(), (8, b"\x03\xe8"))
+        ws = WsClient(srv.port, "/ws")  # the handshake through the proxy, byte by byte
+        self.assertIn("X-Backend: A", ws.head)
+        ws.send("hello")
+        self.assertEqual(ws.recv(), "hello")
+        self.assertEqual(ws.close(), (8, b"\x03\xe8"))
+        self.assertEqual(asyncio.run(websockets_echo(srv.port, big)), ("hello", big))
         self.assert_serving(srv, "/x")
+
+    def test_echo_between_two_websockets_peers(self):
+        # python3-websockets on both sides: client and server are an independent implementation.
+        proc = subprocess.Popen([sys.executable, os.path.join(HERE, "backends", "ws_echo.py"), "0"],
+                                stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (proc.kill(), proc.wait(), proc.stdout.close()))
+        line = proc.stdout.readline()
+        self.assertIn("listening on 127.0.0.1:", line)
+        port = int(line.rsplit(":", 1)[1])
+        srv = self.proxy_to([f"127.0.0.1:{port}"], {"tunnel_timeout": "5s"})
+        big = os.urandom(300_000)
+        self.assertEqual(asyncio.run(websockets_echo(srv.port, big)), ("hello", big))
 
     def test_idle_tunnel_is_closed(self):
         a = self.backend("A")
