@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "core/address_text.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "event/deferred.h"
@@ -27,50 +28,6 @@ constexpr int64_t kBacklogRetryMs = 5;
 constexpr size_t kReplayLimit =
     256 *
     1024;  // request bytes kept for a retry  // php-fpm's listen backlog full: try again this soon
-
-// Appends the decimal digits of `value` to `out`, returns the new end.
-char* put_decimal(char* out, unsigned value) {
-  char digits[10];
-  int n = 0;
-  do {
-    digits[n++] = static_cast<char>('0' + value % 10);
-    value /= 10;
-  } while (value);
-  while (n) *out++ = digits[--n];
-  return out;
-}
-
-// "1.2.3.4" / "::1" and the port of a socket address, without allocating: two of them go into
-// every request's parameters.
-struct AddressText {
-  char ip[INET6_ADDRSTRLEN] = "";
-  char port[8] = "";
-  size_t ip_length = 0;
-  size_t port_length = 0;
-  std::string_view ip_view() const { return {ip, ip_length}; }
-  std::string_view port_view() const { return {port, port_length}; }
-
-  explicit AddressText(const sockaddr* sa) {
-    uint16_t p = 0;
-    if (sa && sa->sa_family == AF_INET) {  // by hand: inet_ntop goes through sprintf
-      auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-      const auto* octets = reinterpret_cast<const uint8_t*>(&in->sin_addr);
-      char* end = ip;
-      for (int i = 0; i < 4; ++i) {
-        if (i) *end++ = '.';
-        end = put_decimal(end, octets[i]);
-      }
-      ip_length = static_cast<size_t>(end - ip);
-      p = ntohs(in->sin_port);
-    } else if (sa && sa->sa_family == AF_INET6) {
-      auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-      inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-      ip_length = std::strlen(ip);
-      p = ntohs(in6->sin6_port);
-    }
-    port_length = static_cast<size_t>(put_decimal(port, p) - port);
-  }
-};
 
 // HTTP_ACCEPT_LANGUAGE for Accept-Language.
 void cgi_header_name(std::string_view name, std::string& out) {

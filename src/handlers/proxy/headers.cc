@@ -353,4 +353,113 @@ void append_header_block(std::string& out, const HeaderList& headers) {
   }
 }
 
+namespace {
+
+// Connection headers that only say close / keep-alive name no field the fast paths would keep
+// (Keep-Alive is hop-by-hop anyway; a field called "close" sends us to the general path).
+bool connection_names_only_itself(std::span<const HeaderView> in) {
+  for (const HeaderView& h : in) {
+    if (ascii_iequals(h.name, "close")) return false;  // a field it may name: general path
+    if (!ascii_iequals(h.name, "Connection")) continue;
+    std::string_view rest = h.value;
+    while (!rest.empty()) {
+      size_t comma = rest.find(',');
+      std::string_view token = trim(rest.substr(0, comma));
+      if (!token.empty() && !ascii_iequals(token, "close") && !ascii_iequals(token, "keep-alive"))
+        return false;
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  return true;
+}
+
+void append_line(std::string& out, std::string_view name, std::string_view value) {
+  out.append(name).append(": ").append(value).append("\r\n");
+}
+
+}  // namespace
+
+bool append_request_headers_fast(std::string& out, std::span<const HeaderView> in,
+                                 const RequestContext& context, const RequestOptions& options) {
+  const ForwardingOptions& fwd = options.forwarding;
+  if (context.tunnel || fwd.forwarded || !options.rules.remove.empty() ||
+      !options.rules.set.empty() || !options.rules.add.empty() || !connection_names_only_itself(in))
+    return false;
+  std::string_view forced_host;  // kUpstream / kFixed: replaces the client's
+  if (options.host_mode == HostMode::kUpstream) forced_host = context.upstream_host;
+  if (options.host_mode == HostMode::kFixed) forced_host = options.fixed_host;
+  if (options.host_mode != HostMode::kPass && forced_host.empty()) return false;
+  // Host: the general path keeps the first and (when replacing) drops the others; a present but
+  // empty one is replaced in place. Leave those shapes to it.
+  const HeaderView* host = nullptr;
+  for (const HeaderView& h : in) {
+    if (!ascii_iequals(h.name, "Host")) continue;
+    if (host || h.value.empty()) return false;
+    host = &h;
+  }
+  const bool add_xff = fwd.x_forwarded_for && !context.client_ip.empty();
+  const size_t start = out.size();
+  std::string_view xff_chain[8];
+  size_t xff_count = 0;
+  for (const HeaderView& h : in) {
+    if (is_hop_by_hop(h.name)) continue;
+    if (add_xff && ascii_iequals(h.name, "X-Forwarded-For")) {
+      std::string_view v = trim(h.value);
+      if (v.empty()) continue;
+      if (xff_count == std::size(xff_chain)) {
+        out.resize(start);
+        return false;
+      }
+      xff_chain[xff_count++] = v;
+      continue;
+    }
+    if ((fwd.x_forwarded_proto && ascii_iequals(h.name, "X-Forwarded-Proto")) ||
+        (fwd.x_forwarded_host && ascii_iequals(h.name, "X-Forwarded-Host")) ||
+        (fwd.x_real_ip && ascii_iequals(h.name, "X-Real-IP")))
+      continue;
+    if (&h == host && !forced_host.empty()) {
+      append_line(out, h.name, forced_host);
+      continue;
+    }
+    append_line(out, h.name, h.value);
+  }
+  if (!host) {
+    std::string_view value = forced_host.empty() ? context.upstream_host : forced_host;
+    if (value.empty()) {
+      out.resize(start);
+      return false;
+    }
+    append_line(out, "Host", value);
+  }
+  const std::string_view client_host = host ? host->value : std::string_view();
+  if (add_xff) {
+    out.append("X-Forwarded-For: ");
+    for (size_t i = 0; i < xff_count; ++i) out.append(xff_chain[i]).append(", ");
+    out.append(context.client_ip).append("\r\n");
+  }
+  if (fwd.x_forwarded_proto && !context.scheme.empty())
+    append_line(out, "X-Forwarded-Proto", context.scheme);
+  if (fwd.x_forwarded_host && !client_host.empty())
+    append_line(out, "X-Forwarded-Host", client_host);
+  if (fwd.x_real_ip && !context.client_ip.empty()) append_line(out, "X-Real-IP", context.client_ip);
+  return true;
+}
+
+bool append_response_headers_fast(std::string& out, std::span<const HeaderView> in,
+                                  const ResponseOptions& options, bool tunnel) {
+  if (tunnel || !options.rules.remove.empty() || !options.rules.set.empty() ||
+      !options.rules.add.empty() || !connection_names_only_itself(in))
+    return false;
+  const bool rewrites = !options.upstream_origin.empty() && !options.client_origin.empty();
+  for (const HeaderView& h : in) {
+    if (rewrites && ((options.rewrite_location && ascii_iequals(h.name, "Location")) ||
+                     (options.rewrite_refresh && ascii_iequals(h.name, "Refresh"))))
+      return false;
+  }
+  for (const HeaderView& h : in)
+    if (!is_hop_by_hop(h.name)) append_line(out, h.name, h.value);
+  return true;
+}
+
 }  // namespace peregrine::proxy

@@ -128,4 +128,13 @@ std::optional<std::string> rewrite_refresh(std::string_view value, std::string_v
 // Appends "Name: value\r\n" for every header.
 void append_header_block(std::string& out, const HeaderList& headers);
 
+// The common cases without building a HeaderList: append exactly the bytes
+// append_header_block(out, rewrite_..._headers(...)) would, or return false with `out`
+// unchanged when the general path is needed (route rules, tunnels, Forwarded, a Connection
+// header naming other fields, an empty or repeated Host, Location/Refresh to rewrite).
+bool append_request_headers_fast(std::string& out, std::span<const HeaderView> in,
+                                 const RequestContext& context, const RequestOptions& options);
+bool append_response_headers_fast(std::string& out, std::span<const HeaderView> in,
+                                  const ResponseOptions& options, bool tunnel = false);
+
 }  // namespace peregrine::proxy

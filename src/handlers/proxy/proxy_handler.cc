@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/address_text.h"
 #include "core/log.h"
 #include "core/strings.h"
 #include "event/deferred.h"
@@ -46,14 +47,7 @@ bool is_idempotent(Method method) {
 }
 
 std::string peer_address(const sockaddr* peer) {
-  char text[INET6_ADDRSTRLEN] = "";
-  if (peer == nullptr) return {};
-  if (peer->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(peer)->sin_addr, text, sizeof text);
-  } else if (peer->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(peer)->sin6_addr, text, sizeof text);
-  }
-  return text;
+  return std::string(AddressText(peer).ip_view());
 }
 
 // The value of cookie `name` in a Cookie header ("a=1; b=2"), or nullopt.
@@ -86,6 +80,12 @@ void split_fields(std::string_view head, std::vector<HeaderView>& out) {
     if (colon == std::string_view::npos || colon == 0) continue;
     out.push_back({line.substr(0, colon), trim_ows(line.substr(colon + 1))});
   }
+}
+
+bool has_location_or_refresh(const std::vector<HeaderView>& fields) {
+  for (const HeaderView& h : fields)
+    if (ascii_iequals(h.name, "Location") || ascii_iequals(h.name, "Refresh")) return true;
+  return false;
 }
 
 // Percent-encodes what may not appear raw in a request-target path.
@@ -287,6 +287,7 @@ class ProxyExchange final : public server::Exchange,
   bool upstream_finished_ = false;  // response read completely; the spool drains to the client
   int status_ = 0;
   Response response_;
+  std::string header_block_;  // response header lines taken over as they are (fast path)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -346,7 +347,6 @@ void ProxyExchange::build_request_head() {
   }
   context.upstream_host = server_host;
   context.tunnel = tunnel_;
-  HeaderList headers = rewrite_request_headers(in, context, handler_.request_options_);
 
   std::string_view raw_path = request_.raw_path.empty() ? std::string_view("/") : request_.raw_path;
   std::string path;
@@ -372,7 +372,8 @@ void ProxyExchange::build_request_head() {
     head.append(request_.query);
   }
   head.append(" HTTP/1.1\r\n");
-  append_header_block(head, headers);
+  if (!append_request_headers_fast(head, in, context, handler_.request_options_))
+    append_header_block(head, rewrite_request_headers(in, context, handler_.request_options_));
   if (chunked_request_) {
     head.append("Transfer-Encoding: chunked\r\n");
   } else if (!tunnel_ && request_.content_length >= 0) {
@@ -810,11 +811,19 @@ void ProxyExchange::fill_response_headers(std::string_view head, bool tunnel) {
   options.client_origin.assign("http://");
   options.client_origin.append(request_.host.empty() ? std::string_view("localhost")
                                                      : request_.host);
+  const std::string& address_origin = handler_.server_origins_[server_];
+  // The common case: no rule, nothing to rewrite. The lines were validated by the response
+  // parser, so they go out as they are, without one allocation per header.
+  header_block_.clear();
+  if ((!options.rewrite_location || address_origin.empty() || !has_location_or_refresh(fields)) &&
+      append_response_headers_fast(header_block_, fields, options, tunnel)) {
+    response_.set_prebuilt_headers(header_block_);
+    return;
+  }
   HeaderList headers = rewrite_response_headers(fields, options, tunnel);
 
   // A back end that names itself by its address rather than by the name we sent is rewritten
   // too.
-  const std::string& address_origin = handler_.server_origins_[server_];
   if (options.rewrite_location && !address_origin.empty()) {
     for (Header& h : headers) {
       if (ascii_iequals(h.name, "Location")) {
