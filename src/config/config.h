@@ -112,7 +112,11 @@ struct UpstreamGroup {
   std::string hash_key;
   uint32_t max_fails = 1;
   Millis fail_timeout{10'000};
-  uint32_t keepalive = 32;  // idle connections kept per worker and server (0: close after use)
+  // Idle connections kept per worker and server (0: close after use). Generous, because a pool
+  // smaller than the concurrency opens and closes a connection for every request beyond it;
+  // reuse is most-recent-first, so connections a quieter period no longer needs sit at the
+  // end of the list and keepalive_timeout closes them.
+  uint32_t keepalive = 1024;
   Millis keepalive_timeout{60'000};
   uint32_t keepalive_requests = 1000;  // requests per upstream connection, then it is closed
   uint32_t queue = 1024;               // requests waiting for a free slot, per worker

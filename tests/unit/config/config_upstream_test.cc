@@ -255,7 +255,7 @@ root = "www"
   EXPECT_EQ(g.hash_key, "");
   EXPECT_EQ(g.max_fails, 1u);
   EXPECT_EQ(g.fail_timeout, Millis(10'000));
-  EXPECT_EQ(g.keepalive, 32u);
+  EXPECT_EQ(g.keepalive, 1024u);
   EXPECT_EQ(g.keepalive_timeout, Millis(60'000));
   EXPECT_EQ(g.keepalive_requests, 1000u);
   EXPECT_EQ(g.queue, 1024u);
@@ -603,7 +603,7 @@ fastcgi = "unix:/run/php/php8.2-fpm.sock"
   EXPECT_EQ(g.name, "unix:/run/php/php8.2-fpm.sock");
   ASSERT_EQ(g.servers.size(), 1u);
   EXPECT_EQ(g.servers[0].addr.ss_family, AF_UNIX);
-  EXPECT_EQ(g.keepalive, 32u);
+  EXPECT_EQ(g.keepalive, 1024u);
   EXPECT_EQ(g.queue, 1024u);
   EXPECT_EQ(g.pos.line, 6u);
   EXPECT_EQ(g.pos.column, 11u);
