@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -74,6 +73,18 @@ std::string_view status_line(int status) {
   }();
   if (status < 100 || status > 599) status = 500;
   return lines[static_cast<size_t>(status)];
+}
+
+// "1a2b\r\n": a chunk's size line (RFC 9112 7.1).
+void append_chunk_size(std::string& out, size_t size) {
+  char digits[16];
+  int n = 0;
+  do {
+    digits[n++] = "0123456789abcdef"[size & 15];
+    size >>= 4;
+  } while (size);
+  while (n) out.push_back(digits[--n]);
+  out.append("\r\n");
 }
 
 bool status_has_body(int status) {
@@ -847,12 +858,15 @@ bool Connection::send_head(Response& head, int64_t content_length) {
     write_head(&request, head, keep);
     out.append(framing);
     out.append("\r\n");
-    if (f.body_allowed) {  // a body the exchange put into the head response goes first
+    if (f.body_allowed && head.body_length() > 0) {  // body bytes given with the head go first
+      f.body_bytes_sent += head.body_length();
+      if (f.chunked_out) append_chunk_size(out, head.body_length());
       for (const Response::Segment& s : head.segments())
         if (s.kind != Response::Segment::Kind::kFile)
           out.append(s.kind == Response::Segment::Kind::kOwned
                          ? head.owned_bytes(s)
                          : std::string_view(s.data, s.length));
+      if (f.chunked_out) out.append("\r\n");
     }
   }
   // In a tunnel, bytes the client sent with its handshake go out with its next bytes (clients
@@ -869,9 +883,7 @@ Downstream::Sent Connection::send_body(std::string_view bytes) {
   OutputQueue& queue = pending_ ? *pending_ : worker_.scratch_output();
   std::string& out = queue.bytes();
   if (f.chunked_out) {
-    char size_line[20];
-    int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", bytes.size());
-    out.append(size_line, static_cast<size_t>(n));
+    append_chunk_size(out, bytes.size());
     out.append(bytes);
     out.append("\r\n");
   } else {

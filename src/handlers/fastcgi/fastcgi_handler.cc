@@ -119,6 +119,9 @@ class FastcgiExchange final : public server::Exchange,
   bool write_upstream();
   void read_upstream();
   bool process_input(std::string_view& input);
+  bool decode_input(std::string_view& input);
+  bool flush_stage();
+  server::Downstream::Sent send_stage();
   bool handle_stdout(std::string_view data);
   bool start_streaming();
   void complete(bool reusable);
@@ -167,9 +170,11 @@ class FastcgiExchange final : public server::Exchange,
   CgiHeadParser head_parser_;
   bool head_done_ = false;
   bool streaming_ = false;
+  bool head_sent_ = false;    // streaming: the head went out (with the first staged bytes)
   bool client_full_ = false;  // send_body() said kFull: stop reading php-fpm
   bool ended_stdout_ = false;
-  std::string body_;  // buffered response body (up to buffer_bytes)
+  std::string body_;   // buffered response body (up to buffer_bytes)
+  std::string stage_;  // streamed body bytes decoded from one read, sent together
   Response response_;
 };
 
@@ -459,9 +464,47 @@ void FastcgiExchange::read_upstream() {
   }
 }
 
-// Decodes the records in `input`, consuming it. Returns false when it cannot go on now (the
-// client is full, or the exchange ended).
+// Decodes the records in `input`, consuming it, then sends the body bytes it gathered in one
+// piece (php-fpm writes 8 KB records: one send per read instead of one per record). Returns
+// false when it cannot go on now (the client is full, or the exchange ended).
 bool FastcgiExchange::process_input(std::string_view& input) {
+  const bool go_on = decode_input(input);
+  if (phase_ == Phase::kDone) return false;
+  return flush_stage() && go_on;
+}
+
+server::Downstream::Sent FastcgiExchange::send_stage() {
+  server::Downstream::Sent sent = server::Downstream::Sent::kMore;
+  if (!head_sent_) {
+    head_sent_ = true;
+    response_.set_body(stage_);  // send_head() writes it right after the head
+    if (!downstream_.send_head(response_, -1)) sent = server::Downstream::Sent::kGone;
+  } else if (!stage_.empty()) {
+    sent = downstream_.send_body(stage_);
+  }
+  stage_.clear();
+  return sent;
+}
+
+bool FastcgiExchange::flush_stage() {
+  if (stage_.empty()) return true;
+  switch (send_stage()) {
+    case server::Downstream::Sent::kMore:
+      return true;
+    case server::Downstream::Sent::kFull:
+      client_full_ = true;
+      return false;
+    case server::Downstream::Sent::kGone:
+      close_upstream();
+      release_slot();
+      phase_ = Phase::kDone;
+      end();
+      return false;
+  }
+  return true;
+}
+
+bool FastcgiExchange::decode_input(std::string_view& input) {
   while (!input.empty()) {
     size_t used = 0;
     Record record;
@@ -547,43 +590,16 @@ bool FastcgiExchange::handle_stdout(std::string_view data) {
     }
     if (!start_streaming()) return false;
   }
-  switch (downstream_.send_body(data)) {
-    case server::Downstream::Sent::kMore:
-      return true;
-    case server::Downstream::Sent::kFull:
-      client_full_ = true;
-      return false;
-    case server::Downstream::Sent::kGone:
-      close_upstream();
-      release_slot();
-      phase_ = Phase::kDone;
-      end();
-      return false;
-  }
+  stage_.append(data);
   return true;
 }
 
-// The body outgrew the buffer: send the head now (no length) and what we buffered.
+// The body outgrew the buffer: from now on it streams (no length). The head goes out with the
+// first staged bytes, in the same send.
 bool FastcgiExchange::start_streaming() {
   streaming_ = true;
-  if (!downstream_.send_head(response_, -1)) {
-    close_upstream();
-    release_slot();
-    phase_ = Phase::kDone;
-    end();
-    return false;
-  }
-  if (body_.empty()) return true;
-  server::Downstream::Sent sent = downstream_.send_body(body_);
+  stage_.swap(body_);
   std::string().swap(body_);
-  if (sent == server::Downstream::Sent::kGone) {
-    close_upstream();
-    release_slot();
-    phase_ = Phase::kDone;
-    end();
-    return false;
-  }
-  // kFull: the caller's send_body() will report it again; memory stays bounded either way.
   return true;
 }
 
@@ -616,6 +632,10 @@ void FastcgiExchange::complete(bool reusable) {
   group_.report_success(server_);
   release_slot();
   if (streaming_) {
+    if (send_stage() == server::Downstream::Sent::kGone) {  // the client left meanwhile
+      end();
+      return;
+    }
     downstream_.finish();
   } else {
     response_.set_body(body_);
