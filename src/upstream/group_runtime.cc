@@ -33,6 +33,13 @@ int connect_to(const config::UpstreamServer& server) {
   return -1;
 }
 
+int connect_result(int fd) {
+  int error = 0;
+  socklen_t len = sizeof error;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0) return errno;
+  return error;
+}
+
 void UpstreamConnection::on_ready(uint32_t readiness) {
   if (fd_ < 0) return;  // closed earlier in this batch
   if (idle_) {

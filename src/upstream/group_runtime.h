@@ -33,6 +33,9 @@ namespace peregrine::upstream {
 // Opens a non-blocking stream socket to `server` and starts connecting. Returns the descriptor
 // (connected, or in progress: wait for writability, then check SO_ERROR), or -1 with errno set.
 int connect_to(const config::UpstreamServer& server);
+// After a non-blocking connect reported writability (or a hang-up): 0 when it succeeded, else
+// the errno it failed with.
+int connect_result(int fd);
 
 class GroupRuntime;
 

@@ -63,9 +63,7 @@ class HealthChecker::Probe final : public event::Pollable,
     if (retired_ || fd_ < 0) return;
     if (phase_ == Phase::kConnecting) {
       if ((readiness & (event::kOut | event::kHangup)) == 0) return;
-      int error = 0;
-      socklen_t len = sizeof error;
-      if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
+      int error = connect_result(fd_);
       if (error != 0) {
         finish(false, std::strerror(error));
         return;

@@ -415,9 +415,7 @@ bool FastcgiExchange::write_upstream() {
 void FastcgiExchange::on_ready(uint32_t readiness) {
   if (phase_ == Phase::kDone || fd_ < 0) return;
   if (phase_ == Phase::kConnecting) {
-    int error = 0;
-    socklen_t len = sizeof error;
-    if (::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
+    int error = upstream::connect_result(fd_);
     if (error != 0) {
       upstream_failed(502, std::strerror(error), true);
       return;

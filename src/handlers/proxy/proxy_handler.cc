@@ -465,9 +465,7 @@ void ProxyExchange::on_ready(uint32_t readiness) {
   if (done_ || fd_ < 0) return;
   if (phase_ == Phase::kConnecting) {
     if ((readiness & (event::kOut | event::kHangup)) == 0) return;
-    int error = 0;
-    socklen_t len = sizeof error;
-    if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
+    int error = upstream::connect_result(fd_);
     if (error != 0) {
       attempt_failed(Failure::kConnect, 502, "connect failed", std::strerror(error));
       return;
