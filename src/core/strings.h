@@ -2,6 +2,7 @@
 // ASCII, so none of these look at the locale.
 #pragma once
 
+#include <array>
 #include <string>
 #include <string_view>
 
@@ -30,29 +31,21 @@ constexpr bool ascii_iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
-// RFC 9110 5.6.2: tchar, the characters of a token (method, header name, coding).
+// RFC 9110 5.6.2: tchar, the characters of a token (method, header name, coding). A table:
+// parsers test every byte of every header name with it.
+namespace detail {
+inline constexpr auto kTchar = [] {
+  std::array<bool, 256> table{};
+  for (int c = '0'; c <= '9'; ++c) table[static_cast<size_t>(c)] = true;
+  for (int c = 'a'; c <= 'z'; ++c) table[static_cast<size_t>(c)] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) table[static_cast<size_t>(c)] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) table[static_cast<unsigned char>(c)] = true;
+  return table;
+}();
+}  // namespace detail
+
 constexpr bool is_tchar(unsigned char c) {
-  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-  switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~':
-      return true;
-    default:
-      return false;
-  }
+  return detail::kTchar[c];
 }
 
 // Appends `text` with the characters that are markup in HTML and XML replaced by entities, so it
