@@ -672,16 +672,7 @@ bool Connection::process_exchange_input() {
       start_ += static_cast<uint32_t>(r.consumed);
       if (r.status == http1::ChunkedDecoder::Status::kError) {
         LOG_INFO("client sent a malformed chunked body");
-        abort_exchange();
-        if (f->head_sent) {
-          close_now();
-        } else {
-          drop_flight();
-          chunked_.reset();
-          state_ = State::kHead;
-          start_ = end_;
-          respond_error(400, nullptr, nullptr);
-        }
+        reject_exchange_body(400, nullptr, nullptr);
         return false;
       }
       data = r.data;
@@ -697,16 +688,7 @@ bool Connection::process_exchange_input() {
     if (!f->tunnel) {
       f->received += data.size();
       if (f->received > limit) {  // a chunked body larger than allowed
-        abort_exchange();
-        if (f->head_sent) {
-          close_now();
-        } else {
-          drop_flight();  // freed after this batch: f stays valid for the answer
-          chunked_.reset();
-          state_ = State::kHead;
-          start_ = end_;
-          respond_error(413, &f->request, f->site);
-        }
+        reject_exchange_body(413, &f->request, f->site);
         return false;
       }
       if (last) {
@@ -735,6 +717,23 @@ bool Connection::process_exchange_input() {
   if (f->body_done && !f->tunnel && timer.list == &worker_.body_timers)
     event::TimerList::disarm(timer);
   return true;
+}
+
+// The request body turned out bad: the exchange is aborted and the client gets `status` (or,
+// once part of the answer is out, a close). `request` may point into the in-flight state: it is
+// freed only after this batch of events.
+void Connection::reject_exchange_body(int status, const Request* request, SiteRuntime* site) {
+  const bool head_sent = flight_->head_sent;
+  abort_exchange();
+  if (head_sent) {
+    close_now();
+    return;
+  }
+  drop_flight();
+  chunked_.reset();
+  state_ = State::kHead;
+  start_ = end_;
+  respond_error(status, request, site);
 }
 
 void Connection::on_exchange_ready(uint32_t readiness) {
@@ -902,8 +901,7 @@ void Connection::finish() {
   InFlight& f = *flight_;
   f.exchange = nullptr;
   if (f.chunked_out) (pending_ ? *pending_ : worker_.scratch_output()).append("0\r\n\r\n");
-  if (f.site && f.site->access_log)
-    f.site->access_log->log(f.request, f.status, f.body_bytes_sent, worker_.clock().wall_seconds);
+  log_streamed(f);
   if (f.tunnel) {  // the upstream side of the tunnel closed: so do we, once the rest is out
     keep_alive_ = false;
     drop_flight();
@@ -915,6 +913,11 @@ void Connection::finish() {
   }
   queue_scratch_output();
   end_exchange();
+}
+
+void Connection::log_streamed(const InFlight& f) {
+  if (f.site && f.site->access_log)
+    f.site->access_log->log(f.request, f.status, f.body_bytes_sent, worker_.clock().wall_seconds);
 }
 
 void Connection::fail(int status) {
@@ -930,8 +933,7 @@ void Connection::fail(int status) {
     return;
   }
   // Part of the response is out: the client can only learn of the failure from the close.
-  if (f.site && f.site->access_log)
-    f.site->access_log->log(f.request, f.status, f.body_bytes_sent, worker_.clock().wall_seconds);
+  log_streamed(f);
   close_now();
 }
 

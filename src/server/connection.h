@@ -47,7 +47,6 @@ class Connection final : public event::Pollable, public event::TimerOwner, publi
   void finish() override;
   void fail(int status) override;
   bool head_sent() const override;
-  Worker& worker() override { return worker_; }
 
   event::TimerNode timer;
   Connection* prev = nullptr;  // worker's list of live connections
@@ -77,6 +76,8 @@ class Connection final : public event::Pollable, public event::TimerOwner, publi
   void queue_scratch_output();
   bool write_for_exchange();
   void abort_exchange();
+  void reject_exchange_body(int status, const Request* request, SiteRuntime* site);
+  void log_streamed(const InFlight& f);
   void drop_flight();
   void respond_error(int status, const Request* request, SiteRuntime* site);
   void finish_response(const Request& request, Response& response, SiteRuntime* site);

@@ -23,8 +23,6 @@
 
 namespace peregrine::server {
 
-class Worker;
-
 class Downstream {
  public:
   // ---- The request body (Content-Length or chunked, already de-chunked) ----
@@ -57,8 +55,6 @@ class Downstream {
 
   // Already sent (or queued) a part of the response? Retries are only safe before.
   virtual bool head_sent() const = 0;
-
-  virtual Worker& worker() = 0;
 
  protected:
   ~Downstream() = default;

@@ -143,8 +143,6 @@ class FastcgiExchange final : public server::Exchange,
   size_t server_ = 0;
   bool has_slot_ = false;
   upstream::UpstreamConnection* conn_ = nullptr;
-  int fd_ = -1;          // conn_'s descriptor
-  bool reused_ = false;  // the connection came from the pool (may be stale)
   int64_t started_ms_ = 0;
   event::TimerNode io_timer_;
   IoTimerOwner io_timer_owner_;
@@ -172,9 +170,8 @@ class FastcgiExchange final : public server::Exchange,
   bool streaming_ = false;
   bool head_sent_ = false;    // streaming: the head went out (with the first staged bytes)
   bool client_full_ = false;  // send_body() said kFull: stop reading php-fpm
-  bool ended_stdout_ = false;
-  std::string body_;   // buffered response body (up to buffer_bytes)
-  std::string stage_;  // streamed body bytes decoded from one read, sent together
+  std::string body_;          // buffered response body (up to buffer_bytes)
+  std::string stage_;         // streamed body bytes decoded from one read, sent together
   Response response_;
 };
 
@@ -241,12 +238,9 @@ void FastcgiExchange::connect_upstream() {
   phase_ = Phase::kConnecting;
   conn_ = group_.take_idle(server_, *this);
   if (conn_) {
-    fd_ = conn_->fd();
-    reused_ = true;
     on_connected();
     return;
   }
-  reused_ = false;
   conn_ = group_.open(server_, *this);
   if (!conn_) {
     if (errno == EAGAIN) {
@@ -262,7 +256,6 @@ void FastcgiExchange::connect_upstream() {
     upstream_failed(502, std::strerror(errno), true);
     return;
   }
-  fd_ = conn_->fd();
   arm_io_timer(group_.config().connect_timeout);
   // Writability tells us the connect finished; on_ready() then calls on_connected().
 }
@@ -381,7 +374,7 @@ bool FastcgiExchange::on_body(std::string_view bytes, bool last) {
 // Writes what is encoded. Returns false when the exchange failed (and ended).
 bool FastcgiExchange::write_upstream() {
   while (out_sent_ < out_.size()) {
-    ssize_t n = ::send(fd_, out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL);
+    ssize_t n = ::send(conn_->fd(), out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL);
     if (n > 0) {
       out_sent_ += static_cast<size_t>(n);
       sent_any_ = true;
@@ -413,9 +406,9 @@ bool FastcgiExchange::write_upstream() {
 }
 
 void FastcgiExchange::on_ready(uint32_t readiness) {
-  if (phase_ == Phase::kDone || fd_ < 0) return;
+  if (phase_ == Phase::kDone || !conn_) return;
   if (phase_ == Phase::kConnecting) {
-    int error = upstream::connect_result(fd_);
+    int error = upstream::connect_result(conn_->fd());
     if (error != 0) {
       upstream_failed(502, std::strerror(error), true);
       return;
@@ -439,7 +432,7 @@ void FastcgiExchange::read_upstream() {
       paused.swap(leftover_);
       input = paused;
     } else {
-      ssize_t n = ::recv(fd_, buffer, kReadChunk, 0);
+      ssize_t n = ::recv(conn_->fd(), buffer, kReadChunk, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno == EAGAIN) return;
       if (n <= 0) {  // EOF or an error before END_REQUEST
@@ -518,10 +511,7 @@ bool FastcgiExchange::decode_input(std::string_view& input) {
     }
     switch (record.type) {
       case RecordType::kStdout:
-        if (record.end_of_stream) {
-          ended_stdout_ = true;
-          break;
-        }
+        if (record.end_of_stream) break;  // END_REQUEST follows
         if (!handle_stdout(record.data)) return false;
         break;
       case RecordType::kStderr: {
@@ -623,7 +613,6 @@ void FastcgiExchange::complete(bool reusable) {
   if (reusable) {
     group_.put_idle(conn_);
     conn_ = nullptr;
-    fd_ = -1;
   } else {
     close_upstream();
   }
@@ -643,7 +632,7 @@ void FastcgiExchange::complete(bool reusable) {
 }
 
 void FastcgiExchange::upstream_failed(int status, const char* what, bool retryable) {
-  const bool stale = reused_ && retryable && !any_response_byte_ && replayable_;
+  const bool stale = conn_ && conn_->reused() && retryable && !any_response_byte_ && replayable_;
   close_upstream();
   if (stale) {  // the pooled connection had gone away: a fresh one, same server, same slot
     out_sent_ = 0;
@@ -700,7 +689,6 @@ void FastcgiExchange::close_upstream() {
   if (!conn_) return;
   group_.close(conn_);
   conn_ = nullptr;
-  fd_ = -1;
 }
 
 void FastcgiExchange::release_slot() {
@@ -712,10 +700,10 @@ void FastcgiExchange::release_slot() {
 void FastcgiExchange::on_abort() {
   // The client went away: tell php-fpm (FCGI_ABORT_REQUEST, best effort) and drop the
   // connection rather than wait for the script to notice.
-  if (fd_ >= 0 && phase_ == Phase::kActive) {
+  if (conn_ && phase_ == Phase::kActive) {
     std::string abort;
     append_abort_request(abort, kRequestId);
-    ssize_t ignored = ::send(fd_, abort.data(), abort.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t ignored = ::send(conn_->fd(), abort.data(), abort.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)ignored;
   }
   group_.cancel(*this);
