@@ -143,6 +143,9 @@ struct FastcgiOptions {
   std::vector<std::pair<std::string, std::string>> params;  // extra, set after the standard ones
   uint64_t buffer_bytes = 64 * 1024;  // responses up to this get a Content-Length; larger stream
   bool check_script = true;           // 404 from us when SCRIPT_FILENAME does not exist
+  // GET/HEAD requests that would wait for a slot are sent behind the request in progress on a
+  // kept connection, so php-fpm's child finds the next one without waiting for us.
+  bool pipelining = true;
 };
 
 struct ProxyOptions {

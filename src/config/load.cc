@@ -64,7 +64,8 @@ const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "route"};
 const std::vector<std::string_view> kMatchKeys = {"exact", "prefix", "extension", "regex"};
 const std::vector<std::string_view> kFastcgiKeys = {
-    "fastcgi", "split_path", "try_files", "fastcgi_params", "fastcgi_buffer", "check_script"};
+    "fastcgi",        "split_path",   "try_files",         "fastcgi_params",
+    "fastcgi_buffer", "check_script", "fastcgi_pipelining"};
 const std::vector<std::string_view> kProxyKeys = {"proxy",
                                                   "strip_prefix",
                                                   "proxy_host",
@@ -1151,6 +1152,9 @@ class Loader {
     }
     if (const toml::node* node = table.get("check_script")) {
       read_bool(*node, "site.route.check_script", &options.check_script);
+    }
+    if (const toml::node* node = table.get("fastcgi_pipelining")) {
+      read_bool(*node, "site.route.fastcgi_pipelining", &options.pipelining);
     }
   }
 

@@ -40,6 +40,12 @@ int connect_result(int fd) {
   return error;
 }
 
+bool quiet(int fd) {
+  char byte;
+  return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+         (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 void UpstreamConnection::on_ready(uint32_t readiness) {
   if (fd_ < 0) return;  // closed earlier in this batch
   if (idle_) {
@@ -115,7 +121,7 @@ GroupRuntime::~GroupRuntime() {
 }
 
 GroupRuntime::Acquire GroupRuntime::acquire(const PickContext& context, const TriedSet& tried,
-                                            Waiter& waiter, size_t* server) {
+                                            Waiter& waiter, size_t* server, bool first_in_line) {
   // Servers at their cap are skipped like tried ones; if every up server is full, wait.
   TriedSet skip = tried;
   bool any_full = false;
@@ -135,13 +141,23 @@ GroupRuntime::Acquire GroupRuntime::acquire(const PickContext& context, const Tr
   if (!any_full) return Acquire::kUnavailable;
   if (queued_ >= config_.queue) return Acquire::kQueueFull;
   waiter.queued_in = this;
-  waiter.queue_prev = queue_tail_;
-  waiter.queue_next = nullptr;
-  if (queue_tail_)
-    queue_tail_->queue_next = &waiter;
-  else
+  if (first_in_line) {
+    waiter.queue_prev = nullptr;
+    waiter.queue_next = queue_head_;
+    if (queue_head_)
+      queue_head_->queue_prev = &waiter;
+    else
+      queue_tail_ = &waiter;
     queue_head_ = &waiter;
-  queue_tail_ = &waiter;
+  } else {
+    waiter.queue_prev = queue_tail_;
+    waiter.queue_next = nullptr;
+    if (queue_tail_)
+      queue_tail_->queue_next = &waiter;
+    else
+      queue_head_ = &waiter;
+    queue_tail_ = &waiter;
+  }
   ++queued_;
   timers_.arm(waiter.queue_timer, config_.queue_timeout.count(), clock_.monotonic_ms);
   return Acquire::kQueued;
@@ -161,9 +177,9 @@ void GroupRuntime::release(size_t server) {
   }
 }
 
-void GroupRuntime::cancel(Waiter& waiter) {
+void GroupRuntime::cancel(Waiter& waiter, bool keep_deadline) {
   if (waiter.queued_in != this) return;
-  event::TimerList::disarm(waiter.queue_timer);
+  if (!keep_deadline) event::TimerList::disarm(waiter.queue_timer);
   if (waiter.queue_prev)
     waiter.queue_prev->queue_next = waiter.queue_next;
   else
@@ -215,6 +231,11 @@ UpstreamConnection* GroupRuntime::open(size_t server, event::Pollable& user) {
     return nullptr;
   }
   return c;
+}
+
+void GroupRuntime::hand_over(UpstreamConnection* c, event::Pollable& user) {
+  ++c->uses_;
+  c->user_ = &user;
 }
 
 void GroupRuntime::put_idle(UpstreamConnection* c) {

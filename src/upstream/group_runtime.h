@@ -36,6 +36,11 @@ int connect_to(const config::UpstreamServer& server);
 // After a non-blocking connect reported writability (or a hang-up): 0 when it succeeded, else
 // the errno it failed with.
 int connect_result(int fd);
+// True when nothing waits to be read on `fd`: no bytes and no end of stream. A connection about
+// to be pooled must be quiet: with edge-triggered polling, a close that arrived together with the
+// last response (php-fpm's child at pm.max_requests) would otherwise go unnoticed until a request
+// was sent into it.
+bool quiet(int fd);
 
 class GroupRuntime;
 
@@ -106,13 +111,25 @@ class GroupRuntime {
   Upstream& upstream() { return upstream_; }
 
   enum class Acquire : uint8_t { kReady, kQueued, kUnavailable, kQueueFull };
-  // Picks a server not in `tried` that is up and has a free slot, and takes the slot.
-  Acquire acquire(const PickContext& context, const TriedSet& tried, Waiter& waiter,
-                  size_t* server);
+  // Picks a server not in `tried` that is up and has a free slot, and takes the slot. A waiter
+  // that must wait joins the back of the queue, or its front when `first_in_line` (it had been
+  // served before and lost its place through no fault of its own).
+  Acquire acquire(const PickContext& context, const TriedSet& tried, Waiter& waiter, size_t* server,
+                  bool first_in_line = false);
   // Gives the slot back and wakes the first waiter.
   void release(size_t server);
-  // Leaves the queue (the client went away while waiting). Safe when not queued.
-  void cancel(Waiter& waiter);
+  // Leaves the queue (the client went away while waiting). Safe when not queued. With
+  // `keep_deadline` its queue_timeout keeps running: on_queue_timeout() is still called unless
+  // the waiter disarms queue_timer first.
+  void cancel(Waiter& waiter, bool keep_deadline = false);
+  // The first of the next `limit` waiters in the queue for which `accept` is true (still
+  // queued: the caller cancels it once it has served it), or null.
+  template <class Accept>
+  Waiter* find_waiter(Accept accept, size_t limit) const {
+    for (Waiter* w = queue_head_; w && limit > 0; w = w->queue_next, --limit)
+      if (accept(*w)) return w;
+    return nullptr;
+  }
 
   // The most recently used idle connection to `server`, now passing its readiness to `user`;
   // null when the pool is empty.
@@ -121,6 +138,9 @@ class GroupRuntime {
   // with errno set when the socket cannot even be created or the connect fails at once (EAGAIN:
   // a unix socket's backlog is full).
   UpstreamConnection* open(size_t server, event::Pollable& user);
+  // The request on `c` completed and the next one was already sent on it (FastCGI pipelining):
+  // its readiness goes to `user` now, which counts as a reuse.
+  void hand_over(UpstreamConnection* c, event::Pollable& user);
   // The request on `c` completed cleanly: keep it for the next one, unless the pool is full,
   // keepalive_requests is reached or the server's cap would be exceeded (then it is closed).
   void put_idle(UpstreamConnection* c);

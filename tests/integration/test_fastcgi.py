@@ -9,8 +9,9 @@ records in the error log, read timeout (504), back end down or killed (502) and 
 scripts (404, never forwarded), front-controller routing, client disconnects freeing the slot, the
 per-back-end cap with its wait queue (503 + Retry-After on timeout), ab -k and 1,000 concurrent
 connections against 4 php-fpm children; also malformed FastCGI replies (a small fault-injecting
-peer, since php-fpm never sends them), bounded memory for a stalled large response, pipelining,
-SIGHUP and SIGQUIT with PHP requests in flight, and quick mode (--fastcgi).
+peer, since php-fpm never sends them), bounded memory for a stalled large response, pipelining
+(HTTP from the client; FastCGI to php-fpm, observed with a probe peer and checked end to end with
+php-fpm), SIGHUP and SIGQUIT with PHP requests in flight, and quick mode (--fastcgi).
 """
 
 import http.client
@@ -747,6 +748,215 @@ class FrontControllerTest(FastcgiTestCase):
         srv = self.start_php_server()
         status, _, body = self.get(srv.port, "/app/other.php")
         self.assertEqual((status, body), (200, b"other script ran: 3\n"))
+
+
+class PipelineProbe:
+    """A FastCGI peer that keeps its connections (FCGI_KEEP_CONN), answers the requests of each in
+    order after `delay` seconds, and notes for every request whether the next one had already
+    arrived on the connection before it answered: what php-fpm cannot report. Answers "req N"."""
+
+    def __init__(self, path, delay):
+        self.path, self.delay = path, delay
+        self.lock = threading.Lock()
+        self.requests = []  # (connection number, method, next request already waiting)
+        self.connections = 0
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(16)
+        self.listener.settimeout(0.2)
+        self.stopping = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopping:
+            try:
+                conn, _ = self.listener.accept()
+            except (socket.timeout, TimeoutError):
+                continue
+            except OSError:
+                return
+            with self.lock:
+                self.connections += 1
+                number = self.connections
+            threading.Thread(target=self._serve, args=(conn, number), daemon=True).start()
+
+    def _read_request(self, conn, buf):
+        """Bytes of one whole request (through its empty FCGI_STDIN) and what follows, or None."""
+        at = 0
+        while True:
+            while len(buf) >= at + 8:
+                _, rtype, _, clen, plen, _ = struct.unpack("!BBHHBB", buf[at:at + 8])
+                if len(buf) < at + 8 + clen + plen:
+                    break
+                at += 8 + clen + plen
+                if rtype == phpfpm.FCGI_STDIN and clen == 0:
+                    return buf[:at], buf[at:]
+            chunk = conn.recv(65536)
+            if not chunk:
+                return None
+            buf += chunk
+
+    def _serve(self, conn, number):
+        buf = b""
+        with conn:
+            conn.settimeout(10)
+            try:
+                while True:
+                    got = self._read_request(conn, buf)
+                    if got is None:
+                        return
+                    request, buf = got
+                    time.sleep(self.delay)
+                    conn.setblocking(False)
+                    try:
+                        buf += conn.recv(65536)
+                    except BlockingIOError:
+                        pass
+                    conn.settimeout(10)
+                    method = "POST" if b"REQUEST_METHODPOST" in request else "GET"
+                    with self.lock:
+                        self.requests.append((number, method, len(buf) > 0))
+                        body = b"req %d" % len(self.requests)
+                    conn.sendall(phpfpm.fcgi_record(phpfpm.FCGI_STDOUT, b"Content-Type: text/plain\r\n\r\n" + body)
+                                 + phpfpm.fcgi_record(phpfpm.FCGI_STDOUT, b"")
+                                 + phpfpm.fcgi_record(phpfpm.FCGI_END_REQUEST, b"\0" * 8))
+            except OSError:
+                return
+
+    def close(self):
+        self.stopping = True
+        self.listener.close()
+
+
+class PipeliningTest(FastcgiTestCase):
+    """GET/HEAD requests waiting for a slot are sent behind the request in progress on a kept
+    connection (php-fpm reads them in order), so the child never waits for us between two."""
+
+    php_children = 2
+
+    def probe(self, delay=0.3):
+        path = os.path.join(self.tmp, "probe.sock")
+        probe = PipelineProbe(path, delay)
+        self.addCleanup(probe.close)
+        return probe, "unix:" + path
+
+    def run_concurrently(self, port, requests):
+        """requests: [(method, path, body)], started 50 ms apart; returns their RawResponses."""
+        results = [None] * len(requests)
+
+        def run(i, method, path, body):
+            with RawClient(port, timeout=15) as c:
+                results[i] = c.request(method, path, body=body or b"")
+
+        threads = []
+        for i, (method, path, body) in enumerate(requests):
+            threads.append(threading.Thread(target=run, args=(i, method, path, body), daemon=True))
+            threads[-1].start()
+            time.sleep(0.05)
+        for t in threads:
+            t.join(20)
+        return results
+
+    def test_waiting_gets_are_sent_behind_the_request_in_progress(self):
+        probe, address = self.probe()
+        srv = self.start_php_server(address=address, max_conns=1, queue_timeout="10s")
+        results = self.run_concurrently(srv.port, [("GET", f"/hello.php?n={i}", None) for i in range(4)])
+        self.assertEqual([r.status for r in results], [200] * 4, results)
+        self.assertEqual(sorted(r.body for r in results), [b"req 1", b"req 2", b"req 3", b"req 4"])
+        self.assertEqual(probe.connections, 1, probe.requests)
+        early = [waiting for _, _, waiting in probe.requests]
+        self.assertEqual(early[:3], [True] * 3, f"the next GET was not waiting on the connection: {probe.requests}")
+
+    def test_posts_and_disabled_pipelining_wait_for_the_slot(self):
+        probe, address = self.probe(delay=0.2)
+        srv = self.start_php_server(address=address, max_conns=1, queue_timeout="10s")
+        results = self.run_concurrently(srv.port, [("POST", "/hello.php", b"a=1"), ("POST", "/hello.php", b""),
+                                                   ("POST", "/hello.php", b"b=2")])
+        self.assertEqual([r.status for r in results], [200] * 3, results)
+        self.assertEqual([(m, waiting) for _, m, waiting in probe.requests], [("POST", False)] * 3)
+        srv.stop()
+        off, address = PipelineProbe(os.path.join(self.tmp, "off.sock"), 0.2), "unix:" + os.path.join(self.tmp, "off.sock")
+        self.addCleanup(off.close)
+        srv = self.start_php_server(address=address, max_conns=1, queue_timeout="10s",
+                                    route_extra="fastcgi_pipelining = false")
+        results = self.run_concurrently(srv.port, [("GET", f"/hello.php?n={i}", None) for i in range(3)])
+        self.assertEqual([r.status for r in results], [200] * 3, results)
+        self.assertEqual([waiting for _, _, waiting in off.requests], [False] * 3, off.requests)
+
+    def test_many_pipelined_requests_each_get_their_own_answer(self):
+        srv = self.start_php_server(max_conns=2, queue_timeout="20s")
+        n = 60
+        results = {}
+
+        def run(i):
+            with RawClient(srv.port, timeout=20) as c:
+                results[i] = c.request("GET", f"/env.php?n={i}")
+
+        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        self.assertEqual(len(results), n)
+        for i, r in results.items():
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(json.loads(r.body)["get"], {"n": str(i)})
+
+    def test_carrier_client_leaving_sends_the_follower_elsewhere_once(self):
+        srv = self.start_php_server(max_conns=1, queue_timeout="10s", read_timeout="10s")
+        c = RawClient(srv.port)
+        c.send(b"GET /sleep.php?ms=3000 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        time.sleep(0.2)
+        t, follower = self.request_in_thread(srv.port, "/env.php?n=7")
+        time.sleep(0.3)
+        self.assertNotIn("elapsed", follower, "max_conns = 1: the follower waits behind the slow script")
+        c.close()  # the carrier's client leaves: its connection is dropped, the follower requeued
+        closed_at = time.monotonic()
+        t.join(10)
+        self.assertIn("response", follower, follower)
+        self.assertEqual(follower["response"].status, 200, follower)
+        self.assertEqual(json.loads(follower["response"].body)["get"], {"n": "7"})
+        self.assertLess(time.monotonic() - closed_at, 1.5, "the follower did not wait for the abandoned script")
+        for i in range(3):
+            status, _, body = self.get(srv.port, f"/env.php?n={i}")
+            self.assertEqual((status, json.loads(body)["get"]), (200, {"n": str(i)}))
+        time.sleep(3.0)  # the abandoned script ends; php-fpm must not run the follower's copy then
+        self.assertEqual(len(self.fpm_saw("n=7")), 1, f"the follower ran more than once: {self.fpm.access_lines()}")
+
+    def test_follower_client_leaving_does_not_leak_its_answer(self):
+        srv = self.start_php_server(max_conns=1, queue_timeout="10s", read_timeout="10s")
+        t, carrier = self.request_in_thread(srv.port, "/sleep.php?ms=600")
+        time.sleep(0.2)
+        c = RawClient(srv.port)
+        c.send(b"GET /env.php?n=1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        time.sleep(0.2)
+        c.close()  # the follower's client leaves while its request waits at php-fpm
+        t.join(10)
+        self.assertEqual((carrier["response"].status, carrier["response"].body), (200, b"slept 600\n"))
+        for i in range(2, 5):  # never the abandoned follower's answer
+            status, _, body = self.get(srv.port, f"/env.php?n={i}")
+            self.assertEqual((status, json.loads(body)["get"]), (200, {"n": str(i)}))
+
+    def test_children_that_exit_after_each_request(self):
+        self.fpm.stop()
+        self.fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm1"), children=2, extra_pool="pm.max_requests = 1")
+        self.fpm.start()
+        srv = self.start_php_server(max_conns=2, queue_timeout="20s")
+        results = {}
+
+        def run(i):
+            with RawClient(srv.port, timeout=20) as c:
+                results[i] = c.request("GET", f"/env.php?n={i}")
+
+        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        self.assertEqual(len(results), 20)
+        for i, r in results.items():
+            self.assertEqual(r.status, 200, (i, r, srv.stderr()[-2000:]))
+            self.assertEqual(json.loads(r.body)["get"], {"n": str(i)})
 
 
 class ConcurrencyTest(FastcgiTestCase):

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <utility>
 
 #include "core/address_text.h"
 #include "core/log.h"
@@ -24,10 +25,10 @@ namespace {
 constexpr uint16_t kRequestId = 1;
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kStdinHighWater = 128 * 1024;  // encoded body waiting for php-fpm: pause beyond
-constexpr int64_t kBacklogRetryMs = 5;
-constexpr size_t kReplayLimit =
-    256 *
-    1024;  // request bytes kept for a retry  // php-fpm's listen backlog full: try again this soon
+constexpr int64_t kBacklogRetryMs = 5;       // php-fpm's listen backlog full: try again this soon
+constexpr size_t kReplayLimit = 256 * 1024;  // request bytes kept for a retry
+constexpr size_t kPipelineMax = 16 * 1024;   // larger requests are not sent ahead
+constexpr size_t kPipelineScan = 8;          // queued requests looked at for one to send ahead
 
 // HTTP_ACCEPT_LANGUAGE for Accept-Language.
 void cgi_header_name(std::string_view name, std::string& out) {
@@ -73,6 +74,13 @@ bool is_hop_by_hop_response_header(std::string_view name) {
 
 // ---------------------------------------------------------------------------------------------
 // One request in flight to php-fpm.
+//
+// Pipelining: php-fpm reads the requests of a kept connection one after the other, so a
+// GET/HEAD request that would wait in the group's queue is sent right behind the request in
+// progress (its "carrier"), and the child finds it as soon as it finishes, without sleeping until
+// we hear of it and write again. The follower holds no slot: when its carrier ends cleanly it
+// inherits the carrier's connection and slot; when the carrier's connection is lost it goes back
+// to the front of the queue (php-fpm never started it, so even a retry is safe).
 class FastcgiExchange final : public server::Exchange,
                               public event::Pollable,
                               public upstream::Waiter,
@@ -105,15 +113,24 @@ class FastcgiExchange final : public server::Exchange,
   void on_slot_ready() override;
   void on_queue_timeout() override;
 
+  // Whether this queued request may be sent behind another on a connection to `server`.
+  bool can_follow(size_t server) const;
+
  private:
-  enum class Phase : uint8_t { kCollecting, kQueued, kConnecting, kActive, kDone };
+  // kFollowing: sent on the connection of the request in progress (carrier_), waiting for it.
+  enum class Phase : uint8_t { kCollecting, kQueued, kConnecting, kActive, kFollowing, kDone };
   struct IoTimerOwner final : event::TimerOwner {
     FastcgiExchange* exchange = nullptr;
     void on_timeout() override { exchange->on_io_timeout(); }
   };
 
-  bool try_acquire();
+  bool try_acquire(bool first_in_line = false);
   void connect_upstream();
+  void take_follower();
+  void list_as_carrier(bool open);
+  void offer_to_carriers();
+  void take_over(FastcgiExchange& carrier, std::string_view rest);
+  void requeue();
   void on_connected();
   void encode_request_head();
   bool write_upstream();
@@ -124,7 +141,7 @@ class FastcgiExchange final : public server::Exchange,
   server::Downstream::Sent send_stage();
   bool handle_stdout(std::string_view data);
   bool start_streaming();
-  void complete(bool reusable);
+  void complete(bool clean, std::string_view rest);
   void upstream_failed(int status, const char* what, bool retryable);
   void on_io_timeout();
   void arm_io_timer(config::Millis timeout);
@@ -157,8 +174,15 @@ class FastcgiExchange final : public server::Exchange,
   // out_ still holds every byte of the request written so far, so it can be sent again on a
   // fresh connection (a pooled one turned out stale, or the next server). Dropped beyond a size.
   bool replayable_ = true;
-  bool keep_conn_ = false;  // FCGI_KEEP_CONN was asked for
-  bool sent_any_ = false;   // some of the request reached a back end
+  bool keep_conn_ = false;               // FCGI_KEEP_CONN was asked for
+  bool sent_any_ = false;                // some of the request reached a back end
+  FastcgiExchange* follower_ = nullptr;  // the request sent behind this one on conn_
+  FastcgiExchange* carrier_ = nullptr;   // kFollowing: the request this one is sent behind
+  // Links in handler_.carriers_ while this request could carry a follower but has none.
+  FastcgiExchange* carriers_prev_ = nullptr;
+  FastcgiExchange* carriers_next_ = nullptr;
+  bool listed_as_carrier_ = false;
+  bool reuse_conn_ = true;  // false once conn_ carries bytes no one will read (a follower left)
 
   // Response side.
   // Bytes read but not yet decoded because the client was full. Reads go to the handler's
@@ -186,10 +210,10 @@ bool FastcgiExchange::begin() {
   return try_acquire();
 }
 
-bool FastcgiExchange::try_acquire() {
+bool FastcgiExchange::try_acquire(bool first_in_line) {
   AddressText client(group_.config().balance == config::Balance::kIpHash ? request_.peer : nullptr);
   upstream::PickContext context{handler_.env_.clock.monotonic_ms, client.ip_view(), request_.path};
-  switch (group_.acquire(context, tried_, *this, &server_)) {
+  switch (group_.acquire(context, tried_, *this, &server_, first_in_line)) {
     case upstream::GroupRuntime::Acquire::kReady:
       has_slot_ = true;
       tried_.insert(server_);
@@ -197,6 +221,7 @@ bool FastcgiExchange::try_acquire() {
       return phase_ != Phase::kDone;
     case upstream::GroupRuntime::Acquire::kQueued:
       phase_ = Phase::kQueued;
+      offer_to_carriers();
       return true;
     case upstream::GroupRuntime::Acquire::kQueueFull:
       LOG_WARN("fastcgi upstream %s: wait queue full (%zu), answering 503 to %.*s",
@@ -223,7 +248,8 @@ void FastcgiExchange::on_slot_ready() {
 }
 
 void FastcgiExchange::on_queue_timeout() {
-  if (phase_ != Phase::kQueued && phase_ != Phase::kConnecting) return;
+  if (phase_ != Phase::kQueued && phase_ != Phase::kConnecting && phase_ != Phase::kFollowing)
+    return;
   LOG_WARN("fastcgi upstream %s: %.*s waited %lld ms for a free php-fpm slot: 503",
            group_.config().name.c_str(), static_cast<int>(request_.target.size()),
            request_.target.data(), static_cast<long long>(group_.config().queue_timeout.count()));
@@ -396,7 +422,10 @@ bool FastcgiExchange::write_upstream() {
     out_sent_ = 0;
     replayable_ = false;
   }
-  if (stdin_done_) arm_io_timer(group_.config().read_timeout);
+  if (stdin_done_) {
+    arm_io_timer(group_.config().read_timeout);
+    take_follower();
+  }
   if (body_paused_) {
     body_paused_ = false;
     downstream_.resume_body();  // may call on_body() (and end us): nothing after this
@@ -532,8 +561,9 @@ bool FastcgiExchange::decode_input(std::string_view& input) {
           upstream_failed(502, why, false);
           return false;
         }
-        complete(keep_conn_ && input.empty() && decoder_.at_record_boundary() && stdin_done_ &&
-                 out_sent_ == out_.size());
+        complete(
+            keep_conn_ && decoder_.at_record_boundary() && stdin_done_ && out_sent_ == out_.size(),
+            input);
         return false;
       default:
         break;  // GET_VALUES_RESULT / UNKNOWN_TYPE: nothing we asked for
@@ -597,7 +627,9 @@ void FastcgiExchange::on_writable() {
   read_upstream();
 }
 
-void FastcgiExchange::complete(bool reusable) {
+// `clean`: the connection is at a request boundary and may carry another request; `rest`: the
+// bytes read after END_REQUEST (the follower's response, or junk when there is none).
+void FastcgiExchange::complete(bool clean, std::string_view rest) {
   phase_ = Phase::kDone;
   event::TimerList::disarm(io_timer_);
   if (!head_done_) {
@@ -610,25 +642,130 @@ void FastcgiExchange::complete(bool reusable) {
     end();
     return;
   }
-  if (reusable) {
+  group_.report_success(server_);
+  FastcgiExchange* next = nullptr;
+  if (clean && reuse_conn_ && follower_) {
+    // The connection and the slot go on to the follower; it reads once we have answered.
+    next = follower_;
+    follower_ = nullptr;
+    next->take_over(*this, rest);
+    conn_ = nullptr;
+    has_slot_ = false;
+  } else if (clean && reuse_conn_ && rest.empty() && upstream::quiet(conn_->fd())) {
     group_.put_idle(conn_);
     conn_ = nullptr;
   } else {
     close_upstream();
   }
-  group_.report_success(server_);
   release_slot();
   if (streaming_) {
-    if (send_stage() == server::Downstream::Sent::kGone) {  // the client left meanwhile
-      end();
-      return;
-    }
-    downstream_.finish();
+    if (send_stage() != server::Downstream::Sent::kGone) downstream_.finish();
   } else {
     response_.set_body(body_);
     downstream_.respond(response_);
   }
   end();
+  if (next) next->read_upstream();
+}
+
+bool FastcgiExchange::can_follow(size_t server) const {
+  return phase_ == Phase::kQueued && keep_conn_ && stdin_done_ && out_.size() <= kPipelineMax &&
+         (request_.method == Method::kGet || request_.method == Method::kHead) &&
+         handler_.options_.pipelining && !tried_.contains(server);
+}
+
+// Our request is all sent: if requests wait for a slot, send the first that may follow right
+// behind it. Sent in one piece or not at all (a partial send leaves the connection unusable
+// after us, and the follower goes back to the queue when we end).
+void FastcgiExchange::take_follower() {
+  if (follower_ || !keep_conn_ || !reuse_conn_ || !conn_ || phase_ != Phase::kActive ||
+      !handler_.options_.pipelining || conn_->uses() + 2 > group_.config().keepalive_requests) {
+    list_as_carrier(false);
+    return;
+  }
+  const size_t server = server_;
+  upstream::Waiter* waiter = group_.queued() == 0
+                                 ? nullptr
+                                 : group_.find_waiter(
+                                       [server](upstream::Waiter& w) {
+                                         auto* e = dynamic_cast<FastcgiExchange*>(&w);
+                                         return e && e->can_follow(server);
+                                       },
+                                       kPipelineScan);
+  if (!waiter) {  // a request that queues later may still follow us
+    list_as_carrier(true);
+    return;
+  }
+  auto& next = static_cast<FastcgiExchange&>(*waiter);
+  ssize_t n = ::send(conn_->fd(), next.out_.data(), next.out_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (n <= 0) return;  // the socket is full (or broken: our own read will tell)
+  list_as_carrier(false);
+  if (static_cast<size_t>(n) < next.out_.size()) reuse_conn_ = false;
+  group_.cancel(next, /*keep_deadline=*/true);  // it waits no longer than it would have queued
+  next.phase_ = Phase::kFollowing;
+  next.carrier_ = this;
+  next.sent_any_ = true;
+  follower_ = &next;
+}
+
+void FastcgiExchange::list_as_carrier(bool open) {
+  if (open == listed_as_carrier_) return;
+  listed_as_carrier_ = open;
+  FastcgiExchange*& head = handler_.carriers_;
+  if (open) {
+    carriers_prev_ = nullptr;
+    carriers_next_ = head;
+    if (head) head->carriers_prev_ = this;
+    head = this;
+    return;
+  }
+  if (carriers_prev_)
+    carriers_prev_->carriers_next_ = carriers_next_;
+  else
+    head = carriers_next_;
+  if (carriers_next_) carriers_next_->carriers_prev_ = carriers_prev_;
+  carriers_prev_ = carriers_next_ = nullptr;
+}
+
+// We just queued: a request in progress with nothing behind it may take the first in line (us,
+// or one that waited longer).
+void FastcgiExchange::offer_to_carriers() {
+  FastcgiExchange* carrier = handler_.carriers_;
+  while (carrier && phase_ == Phase::kQueued) {
+    FastcgiExchange* next = carrier->carriers_next_;
+    if (&carrier->group_ == &group_ && can_follow(carrier->server_)) carrier->take_follower();
+    carrier = next;
+  }
+}
+
+// The carrier ended cleanly: its connection (with our request already sent on it) and its slot
+// are ours. `rest`: what it read past its own END_REQUEST, the start of our response.
+void FastcgiExchange::take_over(FastcgiExchange& carrier, std::string_view rest) {
+  carrier_ = nullptr;
+  event::TimerList::disarm(queue_timer);
+  conn_ = carrier.conn_;
+  server_ = carrier.server_;
+  has_slot_ = true;
+  tried_.insert(server_);
+  out_sent_ = out_.size();
+  phase_ = Phase::kActive;
+  group_.hand_over(conn_, *this);
+  if (!rest.empty()) {
+    leftover_.assign(rest);
+    any_response_byte_ = true;
+  }
+  arm_io_timer(group_.config().read_timeout);
+  take_follower();
+}
+
+// The carrier's connection is gone before our turn: php-fpm never started this request, so it
+// waits again, first in line.
+void FastcgiExchange::requeue() {
+  carrier_ = nullptr;
+  sent_any_ = false;
+  out_sent_ = 0;
+  phase_ = Phase::kQueued;
+  try_acquire(true);
 }
 
 void FastcgiExchange::upstream_failed(int status, const char* what, bool retryable) {
@@ -689,6 +826,9 @@ void FastcgiExchange::close_upstream() {
   if (!conn_) return;
   group_.close(conn_);
   conn_ = nullptr;
+  reuse_conn_ = true;
+  list_as_carrier(false);
+  if (FastcgiExchange* next = std::exchange(follower_, nullptr)) next->requeue();
 }
 
 void FastcgiExchange::release_slot() {
@@ -699,7 +839,9 @@ void FastcgiExchange::release_slot() {
 
 void FastcgiExchange::on_abort() {
   // The client went away: tell php-fpm (FCGI_ABORT_REQUEST, best effort) and drop the
-  // connection rather than wait for the script to notice.
+  // connection rather than wait for the script to notice. A follower goes back to the front of
+  // the queue: php-fpm's child fails to write our answer and drops the connection without
+  // reading the request behind it, so that one never runs twice.
   if (conn_ && phase_ == Phase::kActive) {
     std::string abort;
     append_abort_request(abort, kRequestId);
@@ -715,6 +857,13 @@ void FastcgiExchange::on_abort() {
 
 void FastcgiExchange::end() {
   phase_ = Phase::kDone;
+  list_as_carrier(false);
+  event::TimerList::disarm(queue_timer);
+  if (carrier_) {  // our request will still reach php-fpm: nobody may read the connection after
+    carrier_->follower_ = nullptr;
+    carrier_->reuse_conn_ = false;
+    carrier_ = nullptr;
+  }
   group_.cancel(*this);
   event::TimerList::disarm(io_timer_);
   event::dispose_later(this);

@@ -73,6 +73,7 @@ class FastcgiHandler final : public Handler, public server::StreamHandler {
   std::string fixed_params_;             // encoded name-value pairs sent with every request
   std::string extra_params_;             // the route's fastcgi_params, encoded
   std::unique_ptr<char[]> read_buffer_;  // every exchange's reads; decoded before the next one
+  FastcgiExchange* carriers_ = nullptr;  // requests that could take a follower (pipelining)
 };
 
 }  // namespace peregrine::fastcgi

@@ -596,6 +596,7 @@ fastcgi = "unix:/run/php/php8.2-fpm.sock"
   EXPECT_TRUE(f.params.empty());
   EXPECT_EQ(f.buffer_bytes, 64u * 1024);
   EXPECT_TRUE(f.check_script);
+  EXPECT_TRUE(f.pipelining);
 
   // The implicit group: one server, default settings, at the route's value.
   ASSERT_EQ(config->upstreams.size(), 1u);
@@ -628,6 +629,7 @@ try_files = ["$uri", "$uri/", "/index.php?$args"]
 fastcgi_params = { ZZ = "last", APP_ENV = "production", HTTPS = "on" }
 fastcgi_buffer = "128k"
 check_script = false
+fastcgi_pipelining = false
 etag = false
 )");
   ASSERT_NE(config, nullptr);
@@ -645,6 +647,7 @@ etag = false
   EXPECT_EQ(f.params, (Params{{"ZZ", "last"}, {"APP_ENV", "production"}, {"HTTPS", "on"}}));
   EXPECT_EQ(f.buffer_bytes, 128u * 1024);
   EXPECT_FALSE(f.check_script);
+  EXPECT_FALSE(f.pipelining);
   EXPECT_EQ(config->upstreams.size(), 1u);  // no implicit group for a named one
   EXPECT_EQ(config->sites[0].routes.size(), 1u);
 }
@@ -693,6 +696,7 @@ fastcgi_params = { "APP-ENV" = "x", OK = 1 }
 fastcgi_buffer = "1g"
 directory_listing = true
 alias = "www"
+fastcgi_pipelining = "yes"
 )"),
             (std::vector<std::string>{
                 "5:1: fastcgi route has no root (hint: set root on the route or on its [[site]]: "
@@ -713,6 +717,8 @@ alias = "www"
                 "try_files)",
                 "13:9: 'alias' does not apply to a 'fastcgi' route (hint: set root: "
                 "SCRIPT_FILENAME is the root followed by the script's path)",
+                "14:22: 'site.route.fastcgi_pipelining' must be a boolean, not a string "
+                "(\"yes\")",
             }));
 }
 

@@ -391,6 +391,66 @@ TEST_F(GroupRuntimeTest, CancelledWaiterCanQueueAgainAtTheBack) {
   g.cancel(w1);
 }
 
+// A request that lost its place through no fault of its own (FastCGI pipelining) waits first.
+TEST_F(GroupRuntimeTest, FirstInLineQueuesAtTheFront) {
+  group_.servers = {unix_server("/a", 1)};
+  GroupRuntime& g = make(1);
+  std::vector<int> log;
+  TestWaiter holder(0, &log), w1(1, &log), w2(2, &log), w3(3, &log);
+  for (TestWaiter* w : {&w1, &w2, &w3}) w->reacquire = false;
+  size_t server;
+  ASSERT_EQ(acquire(holder, &server), Acquire::kReady);
+  ASSERT_EQ(acquire(w1, &server), Acquire::kQueued);
+  ASSERT_EQ(acquire(w2, &server), Acquire::kQueued);
+  ASSERT_EQ(g.acquire(now(), none(), w3, &server, /*first_in_line=*/true), Acquire::kQueued);
+  EXPECT_EQ(g.queued(), 3u);
+  // Each wake-up leaves the slot unused, so all three are woken, front first.
+  g.release(0);
+  EXPECT_EQ(log, std::vector<int>({3, 1, 2}));
+}
+
+TEST_F(GroupRuntimeTest, FindWaiterLooksAtTheFirstFewInOrderWithoutDequeuing) {
+  group_.servers = {unix_server("/a", 1)};
+  GroupRuntime& g = make(1);
+  TestWaiter holder(0, nullptr), w1(1, nullptr), w2(2, nullptr), w3(3, nullptr);
+  size_t server;
+  ASSERT_EQ(acquire(holder, &server), Acquire::kReady);
+  for (TestWaiter* w : {&w1, &w2, &w3}) ASSERT_EQ(acquire(*w, &server), Acquire::kQueued);
+  auto is = [](const TestWaiter& want) { return [&want](Waiter& w) { return &w == &want; }; };
+  EXPECT_EQ(g.find_waiter(is(w2), 8), &w2);
+  EXPECT_EQ(g.find_waiter(is(w3), 2), nullptr);  // beyond the limit
+  EXPECT_EQ(g.find_waiter([](Waiter&) { return true; }, 8), &w1);
+  EXPECT_EQ(g.find_waiter([](Waiter&) { return false; }, 8), nullptr);
+  EXPECT_EQ(g.queued(), 3u);
+  for (TestWaiter* w : {&w1, &w2, &w3}) g.cancel(*w);
+}
+
+// A follower leaves the queue but keeps its deadline: it waits no longer than it would have.
+TEST_F(GroupRuntimeTest, CancelKeepingTheDeadlineStillTimesOut) {
+  group_.servers = {unix_server("/a", 1)};
+  group_.queue_timeout = config::Millis(500);
+  GroupRuntime& g = make(1);
+  std::vector<int> log;
+  TestWaiter holder(0, &log), w1(1, &log), w2(2, &log);
+  size_t server;
+  ASSERT_EQ(acquire(holder, &server), Acquire::kReady);
+  const int64_t t0 = clock_.monotonic_ms;
+  ASSERT_EQ(acquire(w1, &server), Acquire::kQueued);
+  ASSERT_EQ(acquire(w2, &server), Acquire::kQueued);
+  g.cancel(w1, /*keep_deadline=*/true);
+  g.cancel(w2, /*keep_deadline=*/true);
+  EXPECT_EQ(g.queued(), 0u);
+  EXPECT_EQ(w1.queued_in, nullptr);
+  EXPECT_TRUE(w1.queue_timer.armed());
+  event::TimerList::disarm(w2.queue_timer);  // w2 got served meanwhile
+  g.release(0);                              // wakes nobody: neither is queued
+  EXPECT_TRUE(log.empty());
+  timers_.run(t0 + 499);
+  EXPECT_TRUE(log.empty());
+  timers_.run(t0 + 500);
+  EXPECT_EQ(log, std::vector<int>({-1}));
+}
+
 TEST_F(GroupRuntimeTest, QueueFullIsRefused) {
   group_.servers = {unix_server("/a", 1)};
   group_.queue = 2;
@@ -997,6 +1057,42 @@ TEST_F(GroupRuntimeConnectionTest, PooledConnectionGoesToItsNextUser) {
   EXPECT_TRUE(fd_open(fd));  // in use: data is the user's business, not a reason to close
   g.close(again);
   event::dispose_pending();
+}
+
+TEST_F(GroupRuntimeConnectionTest, HandOverPassesReadinessToTheNextUserAndCountsAUse) {
+  GroupRuntime& g = make_listening();
+  RecordingUser first, second;
+  UpstreamConnection* c = g.open(0, first);
+  ASSERT_NE(c, nullptr);
+  int peer = accept_peer();
+  pump();
+  g.hand_over(c, second);
+  EXPECT_EQ(c->uses(), 1u);
+  EXPECT_TRUE(c->reused());
+  EXPECT_EQ(g.idle(0), 0u);  // in use all along: never pooled
+  first = RecordingUser();
+  ASSERT_EQ(::send(peer, "x", 1, MSG_NOSIGNAL), 1);
+  EXPECT_EQ(pump(), 1);
+  EXPECT_EQ(first.events, 0);
+  EXPECT_EQ(second.events, 1);
+  g.close(c);
+  event::dispose_pending();
+}
+
+// A close that arrived with the last response (php-fpm's child at pm.max_requests shuts down
+// its side after END_REQUEST) shows before the connection is pooled.
+TEST_F(GroupRuntimeConnectionTest, QuietTellsPendingBytesAndEndOfStream) {
+  int peer;
+  int fd = pair(&peer);
+  fds_.push_back(fd);
+  EXPECT_TRUE(quiet(fd));
+  ASSERT_EQ(::send(peer, "x", 1, MSG_NOSIGNAL), 1);
+  EXPECT_FALSE(quiet(fd));
+  char c;
+  ASSERT_EQ(::recv(fd, &c, 1, 0), 1);
+  EXPECT_TRUE(quiet(fd));
+  ASSERT_EQ(::shutdown(peer, SHUT_WR), 0);
+  EXPECT_FALSE(quiet(fd));
 }
 
 TEST_F(GroupRuntimeConnectionTest, IdleConnectionClosedByTheBackEndLeavesThePool) {
