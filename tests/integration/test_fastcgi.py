@@ -447,6 +447,59 @@ class ResponseTest(FastcgiTestCase):
         self.assertEqual((r.header("content-length"), r.header("transfer-encoding")), (None, "chunked"), r.headers)
         self.assertEqual(r.body, big_body(20000))
 
+    def read_chunks(self, port, path, timeout=10):
+        """GET `path`; returns (head bytes, [(seconds after the request, chunk size, data)])."""
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            start = time.monotonic()
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += s.recv(65536)
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            chunks = []
+            while True:
+                while b"\r\n" not in buf:
+                    buf += s.recv(65536)
+                line, buf = buf.split(b"\r\n", 1)
+                size = int(line, 16)
+                while len(buf) < size + 2:
+                    buf += s.recv(65536)
+                chunks.append((time.monotonic() - start, size, buf[:size]))
+                buf = buf[size + 2:]
+                if size == 0:
+                    return head, chunks
+
+    def test_streamed_body_goes_out_in_pieces_of_the_buffer_size(self):
+        srv = self.start_php_server()
+        size = 1024 * 1024
+        head, chunks = self.read_chunks(srv.port, f"/big.php?size={size}")
+        self.assertIn(b"chunked", head.lower())
+        self.assertEqual(b"".join(data for _, _, data in chunks), big_body(size))
+        small = [n for _, n, _ in chunks[:-2] if n < 64 * 1024]
+        # php-fpm writes 8 KB at a time; one send (and one chunk) per 64 KB, not per read. A
+        # stalled moment may let the 50 ms flush timer send a smaller piece, rarely.
+        self.assertLessEqual(len(small), 2, [n for _, n, _ in chunks])
+
+    def test_trickled_tail_is_sent_without_waiting_for_the_end(self):
+        srv = self.start_php_server()
+        size = 100000  # streamed: over the 64 KB buffer; the last 35 KB wait for more, briefly
+        head, chunks = self.read_chunks(srv.port, f"/big.php?size={size}&sleep_after_ms=1500")
+        body = b"".join(data for _, _, data in chunks)
+        self.assertEqual(body, big_body(size) + b"end\n")
+        got_all_at = next(t for t, _, _ in chunks if sum(n for t2, n, _ in chunks if t2 <= t) >= size)
+        self.assertLess(got_all_at, 1.0, [(round(t, 3), n) for t, n, _ in chunks])
+        self.assertGreaterEqual(chunks[-1][0], 1.4)
+
+    def test_x_accel_buffering_no_streams_at_once(self):
+        srv = self.start_php_server()
+        head, chunks = self.read_chunks(srv.port, "/big.php?size=100&accel=no&sleep_after_ms=1500")
+        self.assertIn(b"transfer-encoding: chunked", head.lower())
+        self.assertNotIn(b"x-accel-buffering", head.lower(), "it is meant for us, not the client")
+        first = chunks[0]
+        self.assertEqual(first[2], big_body(100))
+        self.assertLess(first[0], 1.0, "the first bytes waited for the script to end")
+        self.assertEqual(b"".join(data for _, _, data in chunks), big_body(100) + b"end\n")
+
     def test_large_response_to_a_slow_client_keeps_memory_bounded(self):
         srv = self.start_php_server(read_timeout="10s")
         size = 40 * 1024 * 1024

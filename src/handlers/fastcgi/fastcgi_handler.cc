@@ -29,6 +29,9 @@ constexpr int64_t kBacklogRetryMs = 5;       // php-fpm's listen backlog full: t
 constexpr size_t kReplayLimit = 256 * 1024;  // request bytes kept for a retry
 constexpr size_t kPipelineMax = 16 * 1024;   // larger requests are not sent ahead
 constexpr size_t kPipelineScan = 8;          // queued requests looked at for one to send ahead
+// A streamed body is sent in pieces of up to fastcgi_buffer; bytes that wait for more are sent
+// at the latest this long after they arrived (a script that trickles its output).
+constexpr int64_t kStreamFlushMs = 50;
 
 // HTTP_ACCEPT_LANGUAGE for Accept-Language.
 void cgi_header_name(std::string_view name, std::string& out) {
@@ -96,6 +99,8 @@ class FastcgiExchange final : public server::Exchange,
         head_parser_(CgiHeadParser::kDefaultMaxHead) {
     io_timer_owner_.exchange = this;
     io_timer_.owner = &io_timer_owner_;
+    flush_timer_owner_.exchange = this;
+    flush_timer_.owner = &flush_timer_owner_;
   }
 
   // Returns false when the exchange already ended (answered or failed).
@@ -123,6 +128,10 @@ class FastcgiExchange final : public server::Exchange,
     FastcgiExchange* exchange = nullptr;
     void on_timeout() override { exchange->on_io_timeout(); }
   };
+  struct FlushTimerOwner final : event::TimerOwner {
+    FastcgiExchange* exchange = nullptr;
+    void on_timeout() override { exchange->on_flush_timeout(); }
+  };
 
   bool try_acquire(bool first_in_line = false);
   void connect_upstream();
@@ -144,6 +153,7 @@ class FastcgiExchange final : public server::Exchange,
   void complete(bool clean, std::string_view rest);
   void upstream_failed(int status, const char* what, bool retryable);
   void on_io_timeout();
+  void on_flush_timeout();
   void arm_io_timer(config::Millis timeout);
   void close_upstream();
   void release_slot();
@@ -163,6 +173,8 @@ class FastcgiExchange final : public server::Exchange,
   int64_t started_ms_ = 0;
   event::TimerNode io_timer_;
   IoTimerOwner io_timer_owner_;
+  event::TimerNode flush_timer_;  // streaming: staged bytes wait no longer than kStreamFlushMs
+  FlushTimerOwner flush_timer_owner_;
 
   // Request side: encoded records waiting for the socket.
   std::string out_;
@@ -192,10 +204,11 @@ class FastcgiExchange final : public server::Exchange,
   CgiHeadParser head_parser_;
   bool head_done_ = false;
   bool streaming_ = false;
+  bool unbuffered_ = false;   // X-Accel-Buffering: no (server-sent events): every read goes out
   bool head_sent_ = false;    // streaming: the head went out (with the first staged bytes)
   bool client_full_ = false;  // send_body() said kFull: stop reading php-fpm
   std::string body_;          // buffered response body (up to buffer_bytes)
-  std::string stage_;         // streamed body bytes decoded from one read, sent together
+  std::string stage_;         // streamed body bytes not sent yet (up to fastcgi_buffer)
   Response response_;
 };
 
@@ -484,13 +497,23 @@ void FastcgiExchange::read_upstream() {
   }
 }
 
-// Decodes the records in `input`, consuming it, then sends the body bytes it gathered in one
-// piece (php-fpm writes 8 KB records: one send per read instead of one per record). Returns
-// false when it cannot go on now (the client is full, or the exchange ended).
+// Decodes the records in `input`, consuming it. A streamed body is gathered up to fastcgi_buffer
+// and sent in one piece (php-fpm writes 8 KB at a time: each send we save is also a wake-up of
+// the client we do not cause); the end of the response or the flush timer sends the rest.
+// Returns false when it cannot go on now (the client is full, or the exchange ended).
 bool FastcgiExchange::process_input(std::string_view& input) {
   const bool go_on = decode_input(input);
   if (phase_ == Phase::kDone) return false;
+  if (head_sent_ && !unbuffered_ && stage_.size() < handler_.options_.buffer_bytes) {
+    if (!stage_.empty() && !flush_timer_.armed())
+      handler_.env_.timers.arm(flush_timer_, kStreamFlushMs, handler_.env_.clock.monotonic_ms);
+    return go_on;
+  }
   return flush_stage() && go_on;
+}
+
+void FastcgiExchange::on_flush_timeout() {
+  if (phase_ == Phase::kActive && !client_full_) flush_stage();
 }
 
 server::Downstream::Sent FastcgiExchange::send_stage() {
@@ -503,11 +526,12 @@ server::Downstream::Sent FastcgiExchange::send_stage() {
     sent = downstream_.send_body(stage_);
   }
   stage_.clear();
+  event::TimerList::disarm(flush_timer_);
   return sent;
 }
 
 bool FastcgiExchange::flush_stage() {
-  if (stage_.empty()) return true;
+  if (stage_.empty() && (head_sent_ || !streaming_)) return true;
   switch (send_stage()) {
     case server::Downstream::Sent::kMore:
       return true;
@@ -594,11 +618,17 @@ bool FastcgiExchange::handle_stdout(std::string_view data) {
     if (!head.location.empty()) response_.add_header("Location", head.location);
     for (const CgiHeader& h : head.headers) {
       if (is_hop_by_hop_response_header(h.name)) continue;
+      if (ascii_iequals(h.name,
+                        "X-Accel-Buffering")) {  // for us (nginx's convention), not the client
+        unbuffered_ = ascii_iequals(h.value, "no");
+        continue;
+      }
       if (!response_.add_header(h.name, h.value))
         LOG_WARN("fastcgi %s: dropped an invalid response header %.*s", server().address.c_str(),
                  static_cast<int>(h.name.size()), h.name.data());
     }
     data.remove_prefix(used);
+    if (unbuffered_) start_streaming();  // the head goes out now, without waiting for a body
   }
   if (data.empty()) return true;
   if (!streaming_) {
@@ -624,6 +654,8 @@ bool FastcgiExchange::start_streaming() {
 void FastcgiExchange::on_writable() {
   if (phase_ != Phase::kActive || !client_full_) return;
   client_full_ = false;
+  if (!stage_.empty() && !flush_timer_.armed())  // the flush timer fired while the client was full
+    handler_.env_.timers.arm(flush_timer_, kStreamFlushMs, handler_.env_.clock.monotonic_ms);
   read_upstream();
 }
 
@@ -858,6 +890,7 @@ void FastcgiExchange::on_abort() {
 void FastcgiExchange::end() {
   phase_ = Phase::kDone;
   list_as_carrier(false);
+  event::TimerList::disarm(flush_timer_);
   event::TimerList::disarm(queue_timer);
   if (carrier_) {  // our request will still reach php-fpm: nobody may read the connection after
     carrier_->follower_ = nullptr;
