@@ -465,9 +465,11 @@ class Server:
         return sorted(members)
 
     def cpu_sample(self):
-        """(schedstat ns summed over all threads of all processes, stat ticks summed)."""
+        """(schedstat ns summed over all threads of all processes, stat ticks summed, times a
+        thread was put on the CPU summed: mostly wake-ups, each costly on a VM)."""
         ns = 0
         ticks = 0
+        slices = 0
         for pid in self.pids():
             st = proc_stat(pid)
             if st:
@@ -479,8 +481,10 @@ class Server:
             for tid in tids:
                 s = read_file(f"/proc/{pid}/task/{tid}/schedstat")
                 if s:
-                    ns += int(s.split()[0])
-        return ns, ticks
+                    fields = s.split()
+                    ns += int(fields[0])
+                    slices += int(fields[2])
+        return ns, ticks, slices
 
     def rss_kb(self):
         """(sum VmRSS, sum VmHWM) in kB over the server's processes."""
@@ -1211,11 +1215,11 @@ def wrk_run(server, sc, duration):
     if not server.alive():
         raise ServerError(f"{server.name} is no longer running\n" + server.diagnostics())
     cpu0 = cpu_times()
-    ns0, t0 = server.cpu_sample()
+    ns0, t0, s0 = server.cpu_sample()
     w0 = time.monotonic()
     rc, out, err = run_cmd(cmd, timeout=duration + 60)
     w1 = time.monotonic()
-    ns1, t1 = server.cpu_sample()
+    ns1, t1, s1 = server.cpu_sample()
     cpu1 = cpu_times()
     if rc != 0:
         raise BenchError(f"wrk failed (exit {rc}): {shlex.join(cmd)}\n{out}\n{err}")
@@ -1229,6 +1233,7 @@ def wrk_run(server, sc, duration):
     n = r["requests"]
     r["cpu_us_per_req"] = (ns1 - ns0) / 1e3 / n if n else None
     r["cpu_us_per_req_ticks"] = (t1 - t0) * 1e6 / CLK_TCK / n if n else None
+    r["runs_per_req"] = (s1 - s0) / n if n else None
     r["server_cpu_util"] = (ns1 - ns0) / 1e9 / (w1 - w0)
     r["cpu0_busy"] = cpu_busy(cpu0, cpu1, "cpu" + SERVER_CPU)
     r["cpu1_busy"] = cpu_busy(cpu0, cpu1, "cpu" + CLIENT_CPU)
@@ -1420,9 +1425,9 @@ def idle_run(server, sc):
         time.sleep(1.0)
         rss1, _ = server.rss_kb()
         procs1 = server.rss_breakdown()
-        ns0, _ = server.cpu_sample()
+        ns0, _, _ = server.cpu_sample()
         time.sleep(1.0)
-        ns1, _ = server.cpu_sample()
+        ns1, _, _ = server.cpu_sample()
         p.stdin.write(b"check\n")
         p.stdin.flush()
         check = read_json_line(p, 60)
@@ -1516,6 +1521,7 @@ def summarize_load(entry):
         "requests": median([r["requests"] for r in runs]),
         "cpu_us_per_req": median([r["cpu_us_per_req"] for r in runs]),
         "cpu_us_per_req_ticks": median([r["cpu_us_per_req_ticks"] for r in runs]),
+        "runs_per_req": median([r.get("runs_per_req") for r in runs]),
         "p50_ms": median([r["p50_ms"] for r in runs]),
         "p99_ms": median([r["p99_ms"] for r in runs]),
         "errors": sum(r["errors"] for r in runs),
@@ -1543,7 +1549,7 @@ def print_load_table(name, sc, result, order, args):
     log(f"   medians of {args.runs} run(s) x {args.duration}s after a {args.warmup}s warm-up; "
         f"errors summed over the runs; CPU = server CPU time per request (schedstat)")
     hdr = (f"   {'server':<10} {'req/s':>10} {'CPU us/req':>11} {'p99 ms':>8} {'errors':>7} {'RSS MB':>7} "
-           f"{'srv CPU%':>8} {'CPU vs nginx':>12} {'vs best ref':>11}")
+           f"{'srv CPU%':>8} {'CPU vs nginx':>12} {'vs best ref':>11} {'runs/req':>8}")
     log(hdr)
     for n in order:
         e = result["servers"].get(n)
@@ -1556,7 +1562,8 @@ def print_load_table(name, sc, result, order, args):
         log(f"   {n:<10} {fmt(s['rps'], '10.0f')} {fmt(s['cpu_us_per_req'], '11.2f')} "
             f"{fmt(s['p99_ms'], '8.2f')} {s['errors']:>7d} {fmt(s['rss_mb'], '7.1f')} "
             f"{fmt(s['server_cpu_util'] and 100 * s['server_cpu_util'], '7.0f')}% "
-            f"{ratio(s['cpu_vs_nginx'], 12)} {ratio(s['cpu_vs_best_ref'], 11)}")
+            f"{ratio(s['cpu_vs_nginx'], 12)} {ratio(s['cpu_vs_best_ref'], 11)} "
+            f"{fmt(s.get('runs_per_req'), '8.2f')}")
     low = {n: result["servers"][n]["summary"] for n in order
            if "summary" in result["servers"].get(n, {})
            and (result["servers"][n]["summary"]["server_cpu_util"] or 1) < 0.85}
@@ -1864,6 +1871,8 @@ def main(argv):
             "cpu_per_request": "sum over all threads of all server processes of /proc/PID/task/TID/schedstat "
                                "field 1 (ns on CPU), delta across the wrk run, / requests completed; "
                                "cpu_us_per_req_ticks is the same from /proc/PID/stat utime+stime (CLK_TCK)",
+            "runs_per_req": "schedstat field 3 (times a thread was put on a CPU: wake-ups and "
+                            "preemptions) summed the same way, / requests completed",
             "rss": "sum of VmRSS over the server's processes",
             "nofile_limit": nofile,
         },
