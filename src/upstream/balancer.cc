@@ -59,18 +59,24 @@ void Group::report_success(size_t i) {
 // ---- TriedSet ----------------------------------------------------------------------------------
 
 void TriedSet::insert(size_t i) {
-  if (i / 64 >= words_.size()) words_.resize(i / 64 + 1, 0);
-  words_[i / 64] |= uint64_t{1} << (i % 64);
+  if (i < 64) {
+    first_ |= uint64_t{1} << i;
+    return;
+  }
+  const size_t word = (i - 64) / 64;
+  if (word >= more_.size()) more_.resize(word + 1, 0);
+  more_[word] |= uint64_t{1} << (i % 64);
 }
 
 size_t TriedSet::count() const {
-  size_t n = 0;
-  for (uint64_t w : words_) n += static_cast<size_t>(std::popcount(w));
+  size_t n = static_cast<size_t>(std::popcount(first_));
+  for (uint64_t w : more_) n += static_cast<size_t>(std::popcount(w));
   return n;
 }
 
 void TriedSet::clear() {
-  std::fill(words_.begin(), words_.end(), 0);
+  first_ = 0;
+  std::fill(more_.begin(), more_.end(), 0);
 }
 
 // ---- strategies --------------------------------------------------------------------------------

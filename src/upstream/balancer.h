@@ -90,16 +90,21 @@ class Group {
 class TriedSet {
  public:
   TriedSet() = default;
-  explicit TriedSet(size_t servers) : words_((servers + 63) / 64, 0) {}
+  explicit TriedSet(size_t servers) {
+    if (servers > 64) more_.assign((servers - 1) / 64, 0);
+  }
   void insert(size_t i);
   bool contains(size_t i) const {
-    return i / 64 < words_.size() && (words_[i / 64] >> (i % 64) & 1) != 0;
+    if (i < 64) return (first_ >> i & 1) != 0;
+    return (i - 64) / 64 < more_.size() && (more_[(i - 64) / 64] >> (i % 64) & 1) != 0;
   }
   size_t count() const;
   void clear();
 
  private:
-  std::vector<uint64_t> words_;
+  // Servers 0..63 inline: a set is copied for every pick, and groups rarely have more.
+  uint64_t first_ = 0;
+  std::vector<uint64_t> more_;  // servers 64 and up
 };
 
 struct PickContext {

@@ -506,6 +506,14 @@ TEST(BalancerRetry, TriedSetBasics) {
   EXPECT_EQ(t.count(), 2u);
   t.clear();
   EXPECT_EQ(t.count(), 0u);
+  for (size_t i : {0, 63, 64, 127, 128, 200}) t.insert(i);  // the inline word's edges
+  for (size_t i : {0, 63, 64, 127, 128, 200}) EXPECT_TRUE(t.contains(i)) << i;
+  for (size_t i : {1, 62, 65, 126, 129, 199}) EXPECT_FALSE(t.contains(i)) << i;
+  EXPECT_EQ(t.count(), 6u);
+  TriedSet copy = t;
+  copy.clear();
+  EXPECT_EQ(copy.count(), 0u);
+  EXPECT_EQ(t.count(), 6u);
 }
 
 TEST(BalancerRetry, ExcludesTriedUntilExhausted) {
