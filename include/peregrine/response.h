@@ -69,7 +69,10 @@ class Response {
   std::string_view owned_bytes(const Segment& s) const {
     return {body_.data() + s.offset, s.length};
   }
+  // Empties the response and keeps its buffers, for the next one.
   void clear();
+  // Bytes of buffer it holds (kept by clear()).
+  size_t capacity() const { return headers_.capacity() + body_.capacity(); }
 
  private:
   int status_ = 200;

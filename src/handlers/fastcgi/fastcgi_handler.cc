@@ -13,6 +13,7 @@
 
 #include "core/address_text.h"
 #include "core/log.h"
+#include "core/spares.h"
 #include "core/strings.h"
 #include "event/deferred.h"
 #include "handlers/fastcgi/protocol.h"
@@ -73,28 +74,6 @@ bool is_hop_by_hop_response_header(std::string_view name) {
          ascii_iequals(name, "TE");
 }
 
-// Buffers of a finished exchange, kept with their capacity for the next one: at thousands of
-// requests per second, allocating them anew was a tenth of the handler's instructions.
-struct SpareBuffers {
-  std::string out;
-  std::string body;
-  std::string stage;
-  Response response;
-};
-constexpr size_t kSpareLimit = 256;            // per worker thread
-constexpr size_t kSpareCapacity = 128 * 1024;  // larger buffers are freed, not kept
-thread_local std::vector<std::unique_ptr<SpareBuffers>> spare_buffers;
-
-// Exchange objects themselves, recycled the same way (the free list is per thread: an exchange
-// lives and dies on its worker's thread).
-struct SpareBlocks {
-  std::vector<void*> blocks;
-  ~SpareBlocks() {
-    for (void* p : blocks) ::operator delete(p);
-  }
-};
-thread_local SpareBlocks spare_blocks;
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -109,7 +88,8 @@ thread_local SpareBlocks spare_blocks;
 class FastcgiExchange final : public server::Exchange,
                               public event::Pollable,
                               public upstream::Waiter,
-                              public event::Disposable {
+                              public event::Disposable,
+                              public RecycledAllocation<FastcgiExchange> {
  public:
   FastcgiExchange(FastcgiHandler& handler, const Request& request, server::Downstream& downstream,
                   Target target)
@@ -123,43 +103,13 @@ class FastcgiExchange final : public server::Exchange,
     io_timer_.owner = &io_timer_owner_;
     flush_timer_owner_.exchange = this;
     flush_timer_.owner = &flush_timer_owner_;
-    if (!spare_buffers.empty()) {
-      spare_ = std::move(spare_buffers.back());
-      spare_buffers.pop_back();
-      out_.swap(spare_->out);
-      body_.swap(spare_->body);
-      stage_.swap(spare_->stage);
-      std::swap(response_, spare_->response);
-    }
+    for (std::string* b : {&out_, &body_, &stage_}) Spares<std::string>::take(*b);
+    Spares<Response>::take(response_);
   }
 
   ~FastcgiExchange() override {
-    if (spare_buffers.size() >= kSpareLimit) return;
-    if (!spare_) spare_ = std::make_unique<SpareBuffers>();
-    for (std::string* b : {&out_, &body_, &stage_}) {
-      if (b->capacity() > kSpareCapacity) std::string().swap(*b);
-      b->clear();
-    }
-    response_.clear();
-    out_.swap(spare_->out);
-    body_.swap(spare_->body);
-    stage_.swap(spare_->stage);
-    std::swap(response_, spare_->response);
-    spare_buffers.push_back(std::move(spare_));
-  }
-
-  static void* operator new(size_t size) {
-    if (size != sizeof(FastcgiExchange) || spare_blocks.blocks.empty()) return ::operator new(size);
-    void* p = spare_blocks.blocks.back();
-    spare_blocks.blocks.pop_back();
-    return p;
-  }
-  static void operator delete(void* p, size_t size) {
-    if (size != sizeof(FastcgiExchange) || spare_blocks.blocks.size() >= kSpareLimit) {
-      ::operator delete(p);
-      return;
-    }
-    spare_blocks.blocks.push_back(p);
+    for (std::string* b : {&out_, &body_, &stage_}) Spares<std::string>::give(*b);
+    Spares<Response>::give(response_);
   }
 
   // Returns false when the exchange already ended (answered or failed).
@@ -269,7 +219,6 @@ class FastcgiExchange final : public server::Exchange,
   std::string body_;          // buffered response body (up to buffer_bytes)
   std::string stage_;         // streamed body bytes not sent yet (up to fastcgi_buffer)
   Response response_;
-  std::unique_ptr<SpareBuffers> spare_;  // the recycled buffers came in this; they go back in it
 };
 
 bool FastcgiExchange::begin() {

@@ -1,6 +1,7 @@
 #include "handlers/proxy/headers.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/strings.h"
 
@@ -370,25 +371,40 @@ namespace {
 
 // Connection headers that only say close / keep-alive name no field the fast paths would keep
 // (Keep-Alive is hop-by-hop anyway; a field called "close" sends us to the general path).
-bool connection_names_only_itself(std::span<const HeaderView> in) {
-  for (const HeaderView& h : in) {
-    if (ascii_iequals(h.name, "close")) return false;  // a field it may name: general path
-    if (!ascii_iequals(h.name, "Connection")) continue;
-    std::string_view rest = h.value;
-    while (!rest.empty()) {
-      size_t comma = rest.find(',');
-      std::string_view token = trim(rest.substr(0, comma));
-      if (!token.empty() && !ascii_iequals(token, "close") && !ascii_iequals(token, "keep-alive"))
-        return false;
-      if (comma == std::string_view::npos) break;
-      rest.remove_prefix(comma + 1);
-    }
+// Whether the Connection header `value` names nothing but close and keep-alive.
+bool connection_tokens_plain(std::string_view value) {
+  while (!value.empty()) {
+    size_t comma = value.find(',');
+    std::string_view token = trim(value.substr(0, comma));
+    if (!token.empty() && !ascii_iequals(token, "close") && !ascii_iequals(token, "keep-alive"))
+      return false;
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
   }
   return true;
 }
 
 void append_line(std::string& out, std::string_view name, std::string_view value) {
-  out.append(name).append(": ").append(value).append("\r\n");
+  // One size change and plain copies: this runs for every header of every proxied message.
+  const size_t at = out.size();
+  out.resize(at + name.size() + value.size() + 4);
+  char* p = out.data() + at;
+  std::memcpy(p, name.data(), name.size());
+  p += name.size();
+  *p++ = ':';
+  *p++ = ' ';
+  std::memcpy(p, value.data(), value.size());
+  p += value.size();
+  *p++ = '\r';
+  *p = '\n';
+}
+
+bool connection_names_only_itself(std::span<const HeaderView> in) {
+  for (const HeaderView& h : in) {
+    if (ascii_iequals(h.name, "close")) return false;  // a field it may name: general path
+    if (ascii_iequals(h.name, "Connection") && !connection_tokens_plain(h.value)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -462,16 +478,38 @@ bool append_request_headers_fast(std::string& out, std::span<const HeaderView> i
 bool append_response_headers_fast(std::string& out, std::span<const HeaderView> in,
                                   const ResponseOptions& options, bool tunnel) {
   if (tunnel || !options.rules.remove.empty() || !options.rules.set.empty() ||
-      !options.rules.add.empty() || !connection_names_only_itself(in))
+      !options.rules.add.empty())
     return false;
   const bool rewrites = !options.upstream_origin.empty() && !options.client_origin.empty();
+  const bool location = rewrites && options.rewrite_location;
+  const bool refresh = rewrites && options.rewrite_refresh;
+  // One pass: most names match none of the special ones by length alone. Anything the general
+  // path would treat differently undoes what was written and hands over.
+  const size_t start = out.size();
   for (const HeaderView& h : in) {
-    if (rewrites && ((options.rewrite_location && ascii_iequals(h.name, "Location")) ||
-                     (options.rewrite_refresh && ascii_iequals(h.name, "Refresh"))))
+    bool general = false;
+    switch (h.name.size()) {
+      case 5:
+        general = ascii_iequals(h.name, "close");  // a field Connection may name
+        break;
+      case 7:
+        general = refresh && ascii_iequals(h.name, "Refresh");
+        break;
+      case 8:
+        general = location && ascii_iequals(h.name, "Location");
+        break;
+      case 10:
+        general = ascii_iequals(h.name, "Connection") && !connection_tokens_plain(h.value);
+        break;
+      default:
+        break;
+    }
+    if (general) {
+      out.resize(start);
       return false;
-  }
-  for (const HeaderView& h : in)
+    }
     if (!is_hop_by_hop(h.name)) append_line(out, h.name, h.value);
+  }
   return true;
 }
 

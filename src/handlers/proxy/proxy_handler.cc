@@ -16,6 +16,7 @@
 
 #include "core/address_text.h"
 #include "core/log.h"
+#include "core/spares.h"
 #include "core/strings.h"
 #include "event/deferred.h"
 #include "http/http1/response_parser.h"
@@ -65,7 +66,9 @@ std::optional<std::string_view> find_cookie(std::string_view header, std::string
 }
 
 // The field lines of a response head (status line first, then fields, then the empty line) as
-// views. Continuation lines (obs-fold) are dropped; the parser has validated the rest.
+// views, but for the ones this server sets itself: framing (Content-Length) is ours, and so are
+// Date and Server (as nginx does by default). Continuation lines (obs-fold) are dropped; the
+// parser has validated the rest.
 void split_fields(std::string_view head, std::vector<HeaderView>& out) {
   size_t nl = head.find('\n');
   head.remove_prefix(nl == std::string_view::npos ? head.size() : nl + 1);
@@ -78,13 +81,20 @@ void split_fields(std::string_view head, std::vector<HeaderView>& out) {
     if (line.front() == ' ' || line.front() == '\t') continue;
     size_t colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0) continue;
-    out.push_back({line.substr(0, colon), trim_ows(line.substr(colon + 1))});
+    std::string_view name = line.substr(0, colon);
+    if ((name.size() == 14 && ascii_iequals(name, "Content-Length")) ||
+        (name.size() == 4 && ascii_iequals(name, "Date")) ||
+        (name.size() == 6 && ascii_iequals(name, "Server")))
+      continue;
+    out.push_back({name, trim_ows(line.substr(colon + 1))});
   }
 }
 
 bool has_location_or_refresh(const std::vector<HeaderView>& fields) {
   for (const HeaderView& h : fields)
-    if (ascii_iequals(h.name, "Location") || ascii_iequals(h.name, "Refresh")) return true;
+    if ((h.name.size() == 8 && ascii_iequals(h.name, "Location")) ||
+        (h.name.size() == 7 && ascii_iequals(h.name, "Refresh")))
+      return true;
   return false;
 }
 
@@ -127,7 +137,8 @@ HeaderRules make_rules(const std::vector<std::string>& remove,
 class ProxyExchange final : public server::Exchange,
                             public upstream::Waiter,
                             public event::Pollable,
-                            public event::Disposable {
+                            public event::Disposable,
+                            public RecycledAllocation<ProxyExchange> {
  public:
   ProxyExchange(ProxyHandler& handler, const Request& request, server::Downstream& downstream)
       : handler_(handler),
@@ -137,6 +148,8 @@ class ProxyExchange final : public server::Exchange,
         tried_(handler.group_.config().servers.size()) {
     io_timer_.self = this;
     io_timer_.node.owner = &io_timer_;
+    for (std::string* b : {&out_, &spool_, &header_block_}) Spares<std::string>::take(*b);
+    Spares<Response>::take(response_);
   }
 
   ~ProxyExchange() override {
@@ -144,6 +157,8 @@ class ProxyExchange final : public server::Exchange,
     // be gone by now, after a reload, so it is not touched here.
     event::TimerList::disarm(io_timer_.node);
     if (spool_fd_ >= 0) ::close(spool_fd_);
+    for (std::string* b : {&out_, &spool_, &header_block_}) Spares<std::string>::give(*b);
+    Spares<Response>::give(response_);
   }
 
   // Returns false when the exchange already ended (answered or failed) during the call.
@@ -800,11 +815,6 @@ void ProxyExchange::fill_response_headers(std::string_view head, bool tunnel) {
   std::vector<HeaderView>& fields = handler_.scratch_fields_;
   fields.clear();
   split_fields(head, fields);
-  // Framing is ours to set; Date and Server come from this server (as nginx does by default).
-  std::erase_if(fields, [](const HeaderView& h) {
-    return ascii_iequals(h.name, "Content-Length") || ascii_iequals(h.name, "Date") ||
-           ascii_iequals(h.name, "Server");
-  });
   ResponseOptions& options = handler_.response_options_;
   options.client_origin.assign("http://");
   options.client_origin.append(request_.host.empty() ? std::string_view("localhost")
