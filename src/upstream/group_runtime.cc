@@ -141,23 +141,12 @@ GroupRuntime::Acquire GroupRuntime::acquire(const PickContext& context, const Tr
   if (!any_full) return Acquire::kUnavailable;
   if (queued_ >= config_.queue) return Acquire::kQueueFull;
   waiter.queued_in = this;
-  if (first_in_line) {
-    waiter.queue_prev = nullptr;
-    waiter.queue_next = queue_head_;
-    if (queue_head_)
-      queue_head_->queue_prev = &waiter;
-    else
-      queue_tail_ = &waiter;
-    queue_head_ = &waiter;
-  } else {
-    waiter.queue_prev = queue_tail_;
-    waiter.queue_next = nullptr;
-    if (queue_tail_)
-      queue_tail_->queue_next = &waiter;
-    else
-      queue_head_ = &waiter;
-    queue_tail_ = &waiter;
-  }
+  Waiter* prev = first_in_line ? nullptr : queue_tail_;
+  Waiter* next = first_in_line ? queue_head_ : nullptr;
+  waiter.queue_prev = prev;
+  waiter.queue_next = next;
+  (prev ? prev->queue_next : queue_head_) = &waiter;
+  (next ? next->queue_prev : queue_tail_) = &waiter;
   ++queued_;
   timers_.arm(waiter.queue_timer, config_.queue_timeout.count(), clock_.monotonic_ms);
   return Acquire::kQueued;

@@ -645,22 +645,23 @@ class FailureTest(FastcgiTestCase):
         self.assertEqual(len(lines), 2, lines)
 
 
-class MalformedBackend:
-    """A FastCGI peer that reads one request per connection and answers with `reply` bytes: for
-    the malformed-record cases no real php-fpm produces."""
+class UnixPeer:
+    """A FastCGI peer of our own on a unix socket, for what no real php-fpm does: each accepted
+    connection goes to handle(conn), in a thread of its own when `threaded`, and is closed after."""
 
-    def __init__(self, path, reply):
-        self.path, self.reply = path, reply
-        self.requests = 0
+    def __init__(self, path, threaded=False):
+        self.path, self.threaded = path, threaded
+        self.lock = threading.Lock()
+        self.connections = 0
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(path)
         self.listener.listen(16)
         self.listener.settimeout(0.2)
         self.stopping = False
-        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
 
-    def _serve(self):
+    def _accept(self):
         while not self.stopping:
             try:
                 conn, _ = self.listener.accept()
@@ -668,36 +669,63 @@ class MalformedBackend:
                 continue
             except OSError:
                 return
-            with conn:
-                conn.settimeout(2)
-                buf = b""
-                try:
-                    # Records until the empty FCGI_STDIN that ends the request.
-                    while True:
-                        while len(buf) >= 8:
-                            _, rtype, _, clen, plen, _ = struct.unpack("!BBHHBB", buf[:8])
-                            if len(buf) < 8 + clen + plen:
-                                break
-                            buf = buf[8 + clen + plen:]
-                            if rtype == phpfpm.FCGI_STDIN and clen == 0:
-                                raise StopIteration
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        buf += chunk
-                except StopIteration:
-                    self.requests += 1
-                    try:
-                        conn.sendall(self.reply)
-                    except OSError:
-                        pass
-                except OSError:
-                    pass
+            with self.lock:
+                self.connections += 1
+                number = self.connections
+            if self.threaded:
+                threading.Thread(target=self._serve, args=(conn, number), daemon=True).start()
+            else:
+                self._serve(conn, number)
+
+    def _serve(self, conn, number):
+        with conn:
+            try:
+                self.handle(conn, number)
+            except OSError:
+                pass
+
+    def handle(self, conn, number):
+        raise NotImplementedError
 
     def close(self):
         self.stopping = True
         self.thread.join(2)
         self.listener.close()
+
+
+def read_request(conn, buf):
+    """(bytes of one whole FastCGI request, through its empty FCGI_STDIN; what follows), or None
+    when the connection closes first."""
+    at = 0
+    while True:
+        while len(buf) >= at + 8:
+            _, rtype, _, clen, plen, _ = struct.unpack("!BBHHBB", buf[at:at + 8])
+            if len(buf) < at + 8 + clen + plen:
+                break
+            at += 8 + clen + plen
+            if rtype == phpfpm.FCGI_STDIN and clen == 0:
+                return buf[:at], buf[at:]
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        buf += chunk
+
+
+class MalformedBackend(UnixPeer):
+    """Reads one request per connection and answers with `reply` bytes: for the malformed-record
+    cases no real php-fpm produces."""
+
+    def __init__(self, path, reply):
+        self.reply = reply
+        self.requests = 0
+        super().__init__(path)
+
+    def handle(self, conn, number):
+        conn.settimeout(2)
+        if read_request(conn, b"") is None:
+            return
+        self.requests += 1
+        conn.sendall(self.reply)
 
 
 class MalformedResponseTest(FastcgiTestCase):
@@ -803,82 +831,38 @@ class FrontControllerTest(FastcgiTestCase):
         self.assertEqual((status, body), (200, b"other script ran: 3\n"))
 
 
-class PipelineProbe:
-    """A FastCGI peer that keeps its connections (FCGI_KEEP_CONN), answers the requests of each in
-    order after `delay` seconds, and notes for every request whether the next one had already
-    arrived on the connection before it answered: what php-fpm cannot report. Answers "req N"."""
+class PipelineProbe(UnixPeer):
+    """Keeps its connections (FCGI_KEEP_CONN), answers the requests of each in order after `delay`
+    seconds, and notes for every request whether the next one had already arrived on the
+    connection before it answered: what php-fpm cannot report. Answers "req N"."""
 
     def __init__(self, path, delay):
-        self.path, self.delay = path, delay
-        self.lock = threading.Lock()
+        self.delay = delay
         self.requests = []  # (connection number, method, next request already waiting)
-        self.connections = 0
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(path)
-        self.listener.listen(16)
-        self.listener.settimeout(0.2)
-        self.stopping = False
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(path, threaded=True)
 
-    def _accept(self):
-        while not self.stopping:
-            try:
-                conn, _ = self.listener.accept()
-            except (socket.timeout, TimeoutError):
-                continue
-            except OSError:
-                return
-            with self.lock:
-                self.connections += 1
-                number = self.connections
-            threading.Thread(target=self._serve, args=(conn, number), daemon=True).start()
-
-    def _read_request(self, conn, buf):
-        """Bytes of one whole request (through its empty FCGI_STDIN) and what follows, or None."""
-        at = 0
-        while True:
-            while len(buf) >= at + 8:
-                _, rtype, _, clen, plen, _ = struct.unpack("!BBHHBB", buf[at:at + 8])
-                if len(buf) < at + 8 + clen + plen:
-                    break
-                at += 8 + clen + plen
-                if rtype == phpfpm.FCGI_STDIN and clen == 0:
-                    return buf[:at], buf[at:]
-            chunk = conn.recv(65536)
-            if not chunk:
-                return None
-            buf += chunk
-
-    def _serve(self, conn, number):
+    def handle(self, conn, number):
         buf = b""
-        with conn:
-            conn.settimeout(10)
-            try:
-                while True:
-                    got = self._read_request(conn, buf)
-                    if got is None:
-                        return
-                    request, buf = got
-                    time.sleep(self.delay)
-                    conn.setblocking(False)
-                    try:
-                        buf += conn.recv(65536)
-                    except BlockingIOError:
-                        pass
-                    conn.settimeout(10)
-                    method = "POST" if b"REQUEST_METHODPOST" in request else "GET"
-                    with self.lock:
-                        self.requests.append((number, method, len(buf) > 0))
-                        body = b"req %d" % len(self.requests)
-                    conn.sendall(phpfpm.fcgi_record(phpfpm.FCGI_STDOUT, b"Content-Type: text/plain\r\n\r\n" + body)
-                                 + phpfpm.fcgi_record(phpfpm.FCGI_STDOUT, b"")
-                                 + phpfpm.fcgi_record(phpfpm.FCGI_END_REQUEST, b"\0" * 8))
-            except OSError:
+        conn.settimeout(10)
+        while True:
+            got = read_request(conn, buf)
+            if got is None:
                 return
-
-    def close(self):
-        self.stopping = True
-        self.listener.close()
+            request, buf = got
+            time.sleep(self.delay)
+            conn.setblocking(False)
+            try:
+                buf += conn.recv(65536)
+            except BlockingIOError:
+                pass
+            conn.settimeout(10)
+            method = "POST" if b"REQUEST_METHODPOST" in request else "GET"
+            with self.lock:
+                self.requests.append((number, method, len(buf) > 0))
+                body = b"req %d" % len(self.requests)
+            conn.sendall(phpfpm.fcgi_record(phpfpm.FCGI_STDOUT, b"Content-Type: text/plain\r\n\r\n" + body)
+                         + phpfpm.fcgi_record(phpfpm.FCGI_STDOUT, b"")
+                         + phpfpm.fcgi_record(phpfpm.FCGI_END_REQUEST, b"\0" * 8))
 
 
 class PipeliningTest(FastcgiTestCase):
@@ -936,9 +920,8 @@ class PipeliningTest(FastcgiTestCase):
         self.assertEqual([r.status for r in results], [200] * 3, results)
         self.assertEqual([waiting for _, _, waiting in off.requests], [False] * 3, off.requests)
 
-    def test_many_pipelined_requests_each_get_their_own_answer(self):
-        srv = self.start_php_server(max_conns=2, queue_timeout="20s")
-        n = 60
+    def assert_each_gets_its_own_answer(self, srv, n):
+        """n concurrent GET /env.php?n=I, each on its own connection: each sees its own I."""
         results = {}
 
         def run(i):
@@ -952,8 +935,12 @@ class PipeliningTest(FastcgiTestCase):
             t.join(30)
         self.assertEqual(len(results), n)
         for i, r in results.items():
-            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.status, 200, (i, r, srv.stderr()[-2000:]))
             self.assertEqual(json.loads(r.body)["get"], {"n": str(i)})
+
+    def test_many_pipelined_requests_each_get_their_own_answer(self):
+        srv = self.start_php_server(max_conns=2, queue_timeout="20s")
+        self.assert_each_gets_its_own_answer(srv, 60)
 
     def test_carrier_client_leaving_sends_the_follower_elsewhere_once(self):
         srv = self.start_php_server(max_conns=1, queue_timeout="10s", read_timeout="10s")
@@ -995,21 +982,7 @@ class PipeliningTest(FastcgiTestCase):
         self.fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm1"), children=2, extra_pool="pm.max_requests = 1")
         self.fpm.start()
         srv = self.start_php_server(max_conns=2, queue_timeout="20s")
-        results = {}
-
-        def run(i):
-            with RawClient(srv.port, timeout=20) as c:
-                results[i] = c.request("GET", f"/env.php?n={i}")
-
-        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(20)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
-        self.assertEqual(len(results), 20)
-        for i, r in results.items():
-            self.assertEqual(r.status, 200, (i, r, srv.stderr()[-2000:]))
-            self.assertEqual(json.loads(r.body)["get"], {"n": str(i)})
+        self.assert_each_gets_its_own_answer(srv, 20)
 
 
 class ConcurrencyTest(FastcgiTestCase):
