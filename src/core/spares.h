@@ -67,29 +67,43 @@ class RecycledAllocation {
 
 // Spares<T>: objects with a clear() and a capacity() (std::string, Response), handed with their
 // capacity from a finished request to the next one. take() swaps a spare into an empty object;
-// give() keeps the object's buffers (cleared) unless they are large or enough are kept.
-template <class T>
+// give() keeps the object's buffers (cleared) unless they are very large or the thread's budget
+// is spent. Buffers of different roles and sizes (a 4 KB request, a 64 KB body) keep apart with
+// a Tag, so that each comes back with the capacity its role needs.
+template <class T, class Tag = void>
 class Spares {
  public:
   static void take(T& object) {
-    std::vector<T>& list = spares();
-    if (list.empty()) return;
-    std::swap(object, list.back());
-    list.pop_back();
+    Kept& kept = spares();
+    if (kept.list.empty()) return;
+    std::swap(object, kept.list.back());
+    kept.list.pop_back();
+    kept.bytes -= object.capacity();
   }
   static void give(T& object) {
-    std::vector<T>& list = spares();
-    if (list.size() >= kKeep || object.capacity() > kMaxCapacity) return;
+    Kept& kept = spares();
+    const size_t capacity = object.capacity();
+    // Nothing worth keeping (an empty string), too large, or over the budget.
+    if (capacity < kMinCapacity || capacity > kMaxCapacity || kept.bytes + capacity > kBudget)
+      return;
     object.clear();
-    list.push_back(std::move(object));
+    kept.list.push_back(std::move(object));
+    kept.bytes += capacity;
   }
 
  private:
-  static constexpr size_t kKeep = 64;
-  static constexpr size_t kMaxCapacity = 64 * 1024;  // at most 4 MB kept per type and thread
-  static std::vector<T>& spares() {
-    thread_local std::vector<T> list;
-    return list;
+  // A response body that outgrew the FastCGI buffer is worth keeping (it would grow again,
+  // copying itself, on the next large response); a budget bounds what a thread holds.
+  static constexpr size_t kMinCapacity = 64;
+  static constexpr size_t kMaxCapacity = 256 * 1024;
+  static constexpr size_t kBudget = 4 * 1024 * 1024;  // per type and thread
+  struct Kept {
+    std::vector<T> list;
+    size_t bytes = 0;
+  };
+  static Kept& spares() {
+    thread_local Kept kept;
+    return kept;
   }
 };
 

@@ -76,6 +76,8 @@ bool is_hop_by_hop_response_header(std::string_view name) {
 
 }  // namespace
 
+struct ResponseBody;  // tag: recycled response-body buffers (up to fastcgi_buffer and more)
+
 // ---------------------------------------------------------------------------------------------
 // One request in flight to php-fpm.
 //
@@ -103,12 +105,14 @@ class FastcgiExchange final : public server::Exchange,
     io_timer_.owner = &io_timer_owner_;
     flush_timer_owner_.exchange = this;
     flush_timer_.owner = &flush_timer_owner_;
-    for (std::string* b : {&out_, &body_, &stage_}) Spares<std::string>::take(*b);
+    Spares<std::string>::take(out_);  // body buffers are taken when a body starts
     Spares<Response>::take(response_);
   }
 
   ~FastcgiExchange() override {
-    for (std::string* b : {&out_, &body_, &stage_}) Spares<std::string>::give(*b);
+    Spares<std::string>::give(out_);
+    Spares<std::string, ResponseBody>::give(body_);
+    Spares<std::string, ResponseBody>::give(stage_);
     Spares<Response>::give(response_);
   }
 
@@ -147,12 +151,12 @@ class FastcgiExchange final : public server::Exchange,
   void take_follower();
   void list_as_carrier(bool open);
   void offer_to_carriers();
-  void take_over(FastcgiExchange& carrier, std::string_view rest);
+  void take_over(FastcgiExchange& carrier, bool response_started);
   void requeue();
   void on_connected();
   void encode_request_head();
   bool write_upstream();
-  void read_upstream();
+  void read_upstream(std::string_view first = {});
   bool process_input(std::string_view& input);
   bool decode_input(std::string_view& input);
   bool flush_stage();
@@ -474,12 +478,16 @@ void FastcgiExchange::on_ready(uint32_t readiness) {
   if (readiness & (event::kIn | event::kHangup)) read_upstream();
 }
 
-void FastcgiExchange::read_upstream() {
+// `first`: bytes read for us before we could read (our carrier's last read): decoded first.
+void FastcgiExchange::read_upstream(std::string_view first) {
   char* buffer = handler_.read_buffer_.get();
   while (phase_ == Phase::kActive && !client_full_) {
     std::string_view input;
     std::string paused;
-    if (!leftover_.empty()) {  // bytes left from a pause: finish them first
+    if (!first.empty()) {
+      input = first;
+      first = {};
+    } else if (!leftover_.empty()) {  // bytes left from a pause: finish them first
       paused.swap(leftover_);
       input = paused;
     } else {
@@ -529,7 +537,7 @@ server::Downstream::Sent FastcgiExchange::send_stage() {
   server::Downstream::Sent sent = server::Downstream::Sent::kMore;
   if (!head_sent_) {
     head_sent_ = true;
-    response_.set_body(stage_);  // send_head() writes it right after the head
+    response_.append_borrowed_body(stage_);  // send_head() copies it right after the head
     if (!downstream_.send_head(response_, -1)) sent = server::Downstream::Sent::kGone;
   } else if (!stage_.empty()) {
     sent = downstream_.send_body(stage_);
@@ -621,6 +629,8 @@ bool FastcgiExchange::handle_stdout(std::string_view data) {
     }
     if (status == CgiHeadParser::Status::kNeedMore) return true;
     head_done_ = true;
+    Spares<std::string, ResponseBody>::take(body_);
+    Spares<std::string, ResponseBody>::take(stage_);
     const CgiHead& head = head_parser_.head();
     response_.set_status(head.status);
     if (head.has_content_type) response_.add_header("Content-Type", head.content_type);
@@ -641,7 +651,12 @@ bool FastcgiExchange::handle_stdout(std::string_view data) {
   }
   if (data.empty()) return true;
   if (!streaming_) {
-    if (body_.size() + data.size() <= handler_.options_.buffer_bytes) {
+    const size_t size = body_.size() + data.size();
+    if (size <= handler_.options_.buffer_bytes) {
+      // A body past 8 KB (php-fpm's record size) is likely large: make room for the whole buffer
+      // and the read that may end it at once, rather than copy it at each doubling.
+      if (size > body_.capacity() && size > 8192)
+        body_.reserve(handler_.options_.buffer_bytes + kReadChunk);
       body_.append(data);
       return true;
     }
@@ -655,8 +670,7 @@ bool FastcgiExchange::handle_stdout(std::string_view data) {
 // first staged bytes, in the same send.
 bool FastcgiExchange::start_streaming() {
   streaming_ = true;
-  stage_.swap(body_);
-  std::string().swap(body_);
+  stage_.swap(body_);  // body_ keeps the stage's buffer: both go back to the spares
   return true;
 }
 
@@ -684,14 +698,14 @@ void FastcgiExchange::complete(bool clean, std::string_view rest) {
     return;
   }
   group_.report_success(server_);
-  FastcgiExchange* next = nullptr;
   if (clean && reuse_conn_ && follower_) {
-    // The connection and the slot go on to the follower; it reads once we have answered.
-    next = follower_;
-    follower_ = nullptr;
-    next->take_over(*this, rest);
+    // The connection and the slot go on to the follower. It decodes `rest` at once, before
+    // anything else may read into the buffer `rest` lies in.
+    FastcgiExchange* next = std::exchange(follower_, nullptr);
+    next->take_over(*this, !rest.empty());
     conn_ = nullptr;
     has_slot_ = false;
+    next->read_upstream(rest);
   } else if (clean && reuse_conn_ && rest.empty() && upstream::quiet(conn_->fd())) {
     group_.put_idle(conn_);
     conn_ = nullptr;
@@ -702,11 +716,10 @@ void FastcgiExchange::complete(bool clean, std::string_view rest) {
   if (streaming_) {
     if (send_stage() != server::Downstream::Sent::kGone) downstream_.finish();
   } else {
-    response_.set_body(body_);
+    response_.append_borrowed_body(body_);  // respond() copies it out before we end
     downstream_.respond(response_);
   }
   end();
-  if (next) next->read_upstream();
 }
 
 bool FastcgiExchange::can_follow(size_t server) const {
@@ -780,8 +793,8 @@ void FastcgiExchange::offer_to_carriers() {
 }
 
 // The carrier ended cleanly: its connection (with our request already sent on it) and its slot
-// are ours. `rest`: what it read past its own END_REQUEST, the start of our response.
-void FastcgiExchange::take_over(FastcgiExchange& carrier, std::string_view rest) {
+// are ours. `response_started`: it read the start of our response past its END_REQUEST.
+void FastcgiExchange::take_over(FastcgiExchange& carrier, bool response_started) {
   carrier_ = nullptr;
   event::TimerList::disarm(queue_timer);
   conn_ = carrier.conn_;
@@ -791,10 +804,7 @@ void FastcgiExchange::take_over(FastcgiExchange& carrier, std::string_view rest)
   out_sent_ = out_.size();
   phase_ = Phase::kActive;
   group_.hand_over(conn_, *this);
-  if (!rest.empty()) {
-    leftover_.assign(rest);
-    any_response_byte_ = true;
-  }
+  if (response_started) any_response_byte_ = true;
   arm_io_timer(group_.config().read_timeout);
   take_follower();
 }
