@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -654,9 +655,10 @@ bool FastcgiExchange::handle_stdout(std::string_view data) {
     const size_t size = body_.size() + data.size();
     if (size <= handler_.options_.buffer_bytes) {
       // A body past 8 KB (php-fpm's record size) is likely large: make room for the whole buffer
-      // and the read that may end it at once, rather than copy it at each doubling.
+      // (up to 256 KB; a larger fastcgi_buffer grows as needed) and the read that may end it, at
+      // once, rather than copy it at each doubling.
       if (size > body_.capacity() && size > 8192)
-        body_.reserve(handler_.options_.buffer_bytes + kReadChunk);
+        body_.reserve(std::min<size_t>(handler_.options_.buffer_bytes, 256 * 1024) + kReadChunk);
       body_.append(data);
       return true;
     }
