@@ -31,12 +31,11 @@
 #include <string_view>
 #include <vector>
 
+#include "http/http1/response_parser.h"
+
 namespace peregrine::proxy {
 
-struct HeaderView {
-  std::string_view name;
-  std::string_view value;
-};
+using HeaderView = http1::FieldView;  // a field as received, by view
 
 struct Header {
   std::string name;

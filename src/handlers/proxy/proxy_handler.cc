@@ -65,10 +65,16 @@ std::optional<std::string_view> find_cookie(std::string_view header, std::string
   return std::nullopt;
 }
 
-// The field lines of a response head (status line first, then fields, then the empty line) as
-// views, but for the ones this server sets itself: framing (Content-Length) is ours, and so are
-// Date and Server (as nginx does by default). Continuation lines (obs-fold) are dropped; the
-// parser has validated the rest.
+// Framing (Content-Length) is ours to set, and so are Date and Server (as nginx does by default).
+bool set_by_us(std::string_view name) {
+  return (name.size() == 14 && ascii_iequals(name, "Content-Length")) ||
+         (name.size() == 4 && ascii_iequals(name, "Date")) ||
+         (name.size() == 6 && ascii_iequals(name, "Server"));
+}
+
+// The field lines of a 101 head (status line first, then fields, then the empty line) as views,
+// but for the ones set_by_us(). Continuation lines (obs-fold) are dropped. (Other heads come
+// split by the response parser.)
 void split_fields(std::string_view head, std::vector<HeaderView>& out) {
   size_t nl = head.find('\n');
   head.remove_prefix(nl == std::string_view::npos ? head.size() : nl + 1);
@@ -82,11 +88,7 @@ void split_fields(std::string_view head, std::vector<HeaderView>& out) {
     size_t colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0) continue;
     std::string_view name = line.substr(0, colon);
-    if ((name.size() == 14 && ascii_iequals(name, "Content-Length")) ||
-        (name.size() == 4 && ascii_iequals(name, "Date")) ||
-        (name.size() == 6 && ascii_iequals(name, "Server")))
-      continue;
-    out.push_back({name, trim_ows(line.substr(colon + 1))});
+    if (!set_by_us(name)) out.push_back({name, trim_ows(line.substr(colon + 1))});
   }
 }
 
@@ -204,9 +206,9 @@ class ProxyExchange final : public server::Exchange,
   void read_upstream();
   void process_input();
   void process_head();
-  void start_response(std::string_view head);
+  void start_response();
   void start_tunnel(std::string_view head, size_t head_end);
-  void fill_response_headers(std::string_view head, bool tunnel);
+  void fill_response_headers(std::vector<HeaderView>& fields, bool tunnel);
   void pump_body();
   bool deliver(std::string_view piece);
   bool spool_enabled() const;
@@ -456,6 +458,7 @@ void ProxyExchange::open_connection(bool fresh_only) {
   write_broken_ = false;
   in_off_ = in_len_ = 0;
   parser_.start(request_.is_head());
+  parser_.collect_fields(&handler_.scratch_fields_);
   if (replayable_) out_off_ = 0;
   if (out_off_ == 0 && handler_.request_options_.host_mode == HostMode::kUpstream)
     build_request_head();  // Host names this server
@@ -806,15 +809,12 @@ void ProxyExchange::process_head() {
   if (!parser_.head_complete()) return;  // more to come
   const http1::ResponseHead& head = parser_.head();
   in_off_ = head.interim_bytes + head.head_bytes;
-  start_response(data.substr(head.interim_bytes, head.head_bytes));
+  start_response();
 }
 
-void ProxyExchange::fill_response_headers(std::string_view head, bool tunnel) {
-  // The handler's scratch (one worker thread, no exchange re-enters this): no allocation once
-  // warm beyond the header list itself.
-  std::vector<HeaderView>& fields = handler_.scratch_fields_;
-  fields.clear();
-  split_fields(head, fields);
+// `fields`: the response's fields but for set_by_us() ones (the handler's scratch: one worker
+// thread, no exchange re-enters this).
+void ProxyExchange::fill_response_headers(std::vector<HeaderView>& fields, bool tunnel) {
   ResponseOptions& options = handler_.response_options_;
   options.client_origin.assign("http://");
   options.client_origin.append(request_.host.empty() ? std::string_view("localhost")
@@ -845,7 +845,7 @@ void ProxyExchange::fill_response_headers(std::string_view head, bool tunnel) {
   for (const Header& h : headers) response_.add_header(h.name, h.value);
 }
 
-void ProxyExchange::start_response(std::string_view head) {
+void ProxyExchange::start_response() {
   const http1::ResponseHead& h = parser_.head();
   status_ = h.status;
   framing_ = parser_.framing();
@@ -857,7 +857,9 @@ void ProxyExchange::start_response(std::string_view head) {
                 (h.version_minor >= 1 || h.connection_keep_alive);
   response_.clear();
   response_.set_status(status_);
-  fill_response_headers(head, false);
+  // The parser left the fields in the handler's scratch (collect_fields, at start).
+  std::erase_if(handler_.scratch_fields_, [](const HeaderView& h) { return set_by_us(h.name); });
+  fill_response_headers(handler_.scratch_fields_, false);
 
   if (handler_.options_.intercept_errors && status_ >= 400) {
     phase_ = Phase::kDrain;
@@ -929,7 +931,10 @@ void ProxyExchange::start_tunnel(std::string_view head, size_t head_end) {
   status_ = 101;
   response_.clear();
   response_.set_status(101);
-  fill_response_headers(head, true);
+  std::vector<HeaderView>& fields = handler_.scratch_fields_;
+  fields.clear();
+  split_fields(head, fields);
+  fill_response_headers(fields, true);
   in_off_ = head_end;
   phase_ = Phase::kTunnel;
   streamed_ = true;

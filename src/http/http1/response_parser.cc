@@ -65,6 +65,27 @@ bool ValidValue(std::string_view v) {
   return !bad;
 }
 
+// From `p`, the end of a field value: the CR of a CRLF or the LF that ends the line. Null when a
+// control character other than HTAB (or a CR not followed by LF) comes first.
+const char* ScanValue(const char* p, const char* end) {
+  while (p < end) {
+    const auto c = static_cast<unsigned char>(*p);
+    if ((c >= 0x20 && c != 0x7f) || c == '\t') {
+      ++p;
+      continue;
+    }
+    if (c == '\n' || (c == '\r' && p + 1 < end && p[1] == '\n')) return p;
+    return nullptr;
+  }
+  return nullptr;  // no line end: cannot happen in a complete head
+}
+
+// Past the line end that `p` points at (CRLF or LF).
+const char* SkipEol(const char* p, const char* end) {
+  if (p < end && *p == '\r') ++p;
+  return p < end ? p + 1 : end;
+}
+
 // Strips the line end ("\n" or "\r\n") of a line that includes it.
 std::string_view StripEol(std::string_view line) {
   if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
@@ -191,42 +212,52 @@ bool ResponseParser::parse_head(std::string_view head) {
   head_.has_content_length = head_.chunked = head_.transfer_encoding = false;
   head_.connection_close = head_.connection_keep_alive = false;
 
+  // The fields: one scan per line. The name is checked while looking for ':', the value while
+  // looking for the line's end (this runs for every header of every proxied response).
+  const char* p = head.data();
+  const char* const end = p + head.size();  // the head ends with the empty line's LF
+  if (fields_) fields_->clear();
   bool first_field = true;
-  while (!head.empty()) {
-    nl = head.find('\n');
-    line = StripEol(head.substr(0, nl + 1));
-    head.remove_prefix(nl + 1);
-    if (line.empty()) break;  // the empty line ending the head
-    if (line.front() == ' ' || line.front() == '\t') {
+  while (p < end) {
+    if (*p == '\n' || (*p == '\r' && p + 1 < end && p[1] == '\n')) break;  // the empty line
+    if (*p == ' ' || *p == '\t') {
       if (first_field) {
         error_ = "obs-fold before the first field";
         return false;
       }
-      if (!ValidValue(line)) {
+      const char* line_end = ScanValue(p, end);
+      if (line_end == nullptr) {
         error_ = "control character in a field value";
         return false;
       }
+      p = SkipEol(line_end, end);
       continue;  // obs-fold continuation of a field we do not interpret
     }
     first_field = false;
-    size_t colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) {
-      error_ = "field line without a name or ':'";
+    const char* name_start = p;
+    while (p < end && is_tchar(static_cast<unsigned char>(*p))) ++p;
+    if (p == end || *p != ':' || p == name_start) {
+      const char* line_end = static_cast<const char*>(std::memchr(p, '\n', end - p));
+      const bool colon_later =
+          p < end && *p != ':' && std::memchr(p, ':', (line_end ? line_end : end) - p) != nullptr;
+      error_ = colon_later ? "invalid field name (or whitespace before ':')"
+                           : "field line without a name or ':'";
       return false;
     }
-    std::string_view name = line.substr(0, colon);
-    for (char c : name) {
-      if (!is_tchar(static_cast<unsigned char>(c))) {
-        error_ = "invalid field name (or whitespace before ':')";
-        return false;
-      }
-    }
-    std::string_view value = TrimOws(line.substr(colon + 1));
-    if (!ValidValue(value)) {
+    std::string_view name(name_start, static_cast<size_t>(p - name_start));
+    ++p;  // ':'
+    while (p < end && (*p == ' ' || *p == '\t')) ++p;
+    const char* value_start = p;
+    const char* value_end = ScanValue(p, end);
+    if (value_end == nullptr) {
       error_ = "control character in a field value";
       return false;
     }
+    p = SkipEol(value_end, end);
+    while (value_end > value_start && (value_end[-1] == ' ' || value_end[-1] == '\t')) --value_end;
+    const std::string_view value(value_start, static_cast<size_t>(value_end - value_start));
     if (!parse_field(name, value)) return false;
+    if (fields_) fields_->push_back({name, value});
   }
   return true;
 }

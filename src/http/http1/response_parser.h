@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "http/http1/parser.h"
 
@@ -33,6 +34,13 @@ enum class BodyFraming : uint8_t {
   kLength,   // Content-Length
   kChunked,  // Transfer-Encoding ending in chunked
   kClose,    // neither: the body runs until the server closes the connection
+};
+
+// A field of the final head as it arrived (value without surrounding whitespace), pointing into
+// the bytes given to parse().
+struct FieldView {
+  std::string_view name;
+  std::string_view value;
 };
 
 struct ResponseHead {
@@ -88,6 +96,10 @@ class ResponseParser {
     return body_wire_bytes_;
   }  // body bytes as sent (chunk framing included)
   const char* error() const { return error_; }
+  // When set, each complete final head also leaves its fields in `*fields` (cleared first; obs-fold
+  // continuations are left out): a proxy passes them on without splitting the head again. The
+  // views are valid as long as the bytes given to parse().
+  void collect_fields(std::vector<FieldView>* fields) { fields_ = fields; }
 
  private:
   enum class Phase : uint8_t { kHead, kBody, kDone, kError };
@@ -111,6 +123,7 @@ class ResponseParser {
   uint64_t body_wire_bytes_ = 0;
   ChunkedDecoder chunked_;
   ResponseHead head_;
+  std::vector<FieldView>* fields_ = nullptr;
   const char* error_ = "";
 };
 

@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace peregrine::http1 {
 namespace {
@@ -291,6 +292,34 @@ TEST(ResponseParser, TransferEncodingNotChunkedIsCloseDelimited) {
   EXPECT_EQ(p.framing(), BodyFraming::kClose);
   EXPECT_EQ(p.finish().status, Status::kDone);
   EXPECT_FALSE(p.keep_alive());
+}
+
+}  // namespace
+}  // namespace peregrine::http1
+
+namespace peregrine::http1 {
+namespace {
+
+TEST(ResponseParser, CollectsTheFinalHeadsFieldsAsViews) {
+  ResponseParser p;
+  std::vector<FieldView> fields;
+  p.collect_fields(&fields);
+  p.start();
+  const std::string input =
+      "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"
+      "HTTP/1.1 200 OK\r\nContent-Type:  text/html \r\nX-Multi: a\r\n  folded\r\n"
+      "Content-Length: 2\r\n\r\nok";
+  auto res = p.parse(input);
+  ASSERT_EQ(res.status, ResponseParser::Status::kDone);
+  ASSERT_EQ(fields.size(), 3u);  // the 103's Link is gone; the fold is not a field
+  EXPECT_EQ(fields[0].name, "Content-Type");
+  EXPECT_EQ(fields[0].value, "text/html");
+  EXPECT_EQ(fields[1].name, "X-Multi");
+  EXPECT_EQ(fields[1].value, "a");
+  EXPECT_EQ(fields[2].name, "Content-Length");
+  EXPECT_EQ(fields[2].value, "2");
+  EXPECT_GE(fields[0].name.data(), input.data());  // views into the input
+  EXPECT_LT(fields[0].name.data(), input.data() + input.size());
 }
 
 }  // namespace
