@@ -210,8 +210,9 @@ class BenchToolTest(unittest.TestCase):
                 fa, fb = fields(ab), fields(out)
                 for name in fa:
                     # Banner lines, and ab's "WARNING: The median and mean ... are not within a
-                    # normal deviation" heuristic (a remark, not a field).
-                    if name.startswith(("Copyright", "Licensed", "Benchmarking", "This is", "WARNING")):
+                    # normal deviation" and "ERROR: ... more than twice the standard deviation
+                    # apart" heuristics (remarks on a noisy run, not fields).
+                    if name.startswith(("Copyright", "Licensed", "Benchmarking", "This is", "WARNING", "ERROR")):
                         continue
                     self.assertIn(name, fb, f"field {name!r} of ab missing:\n{out}")
                 for name in ("Complete requests", "Failed requests", "Non-2xx responses", "Keep-Alive requests",

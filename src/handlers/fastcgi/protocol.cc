@@ -128,9 +128,10 @@ bool StreamEncoder::add(std::string_view name, std::string_view value) {
     const size_t at = out_.size();
     out_.resize(at + total);
     char* p = out_.data() + at;
-    std::memcpy(p, lengths, n);
-    std::memcpy(p + n, name.data(), name.size());
-    std::memcpy(p + n + name.size(), value.data(), value.size());
+    // char_traits::copy: an empty view may have a null data(), which memcpy must not get.
+    std::char_traits<char>::copy(p, lengths, n);
+    std::char_traits<char>::copy(p + n, name.data(), name.size());
+    std::char_traits<char>::copy(p + n + name.size(), value.data(), value.size());
     content_ += total;
     return true;
   }

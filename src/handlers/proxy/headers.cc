@@ -1,7 +1,6 @@
 #include "handlers/proxy/headers.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/strings.h"
 
@@ -389,11 +388,11 @@ void append_line(std::string& out, std::string_view name, std::string_view value
   const size_t at = out.size();
   out.resize(at + name.size() + value.size() + 4);
   char* p = out.data() + at;
-  std::memcpy(p, name.data(), name.size());
+  std::char_traits<char>::copy(p, name.data(), name.size());  // copes with an empty view
   p += name.size();
   *p++ = ':';
   *p++ = ' ';
-  std::memcpy(p, value.data(), value.size());
+  std::char_traits<char>::copy(p, value.data(), value.size());
   p += value.size();
   *p++ = '\r';
   *p = '\n';
