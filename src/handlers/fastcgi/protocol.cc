@@ -479,12 +479,6 @@ CgiHeadParser::Status CgiHeadParser::feed(std::string_view data, size_t& consume
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
@@ -515,7 +509,7 @@ CgiHeadParser::Status CgiHeadParser::parse() {
     if (name.empty()) return fail(CgiError::kBadName);
     for (const char c : name)
       if (!is_tchar(static_cast<unsigned char>(c))) return fail(CgiError::kBadName);
-    const std::string_view value = trim(line.substr(colon + 1));
+    const std::string_view value = trim_ows(line.substr(colon + 1));
 
     if (ascii_iequals(name, "Status")) {
       if (head_.has_status) return fail(CgiError::kDuplicate);
@@ -527,7 +521,7 @@ CgiHeadParser::Status CgiHeadParser::parse() {
         return fail(CgiError::kBadStatus);
       head_.status = code;
       head_.has_status = true;
-      head_.reason = trim(value.substr(3));
+      head_.reason = trim_ows(value.substr(3));
     } else if (ascii_iequals(name, "Location")) {
       if (has_location) return fail(CgiError::kDuplicate);
       has_location = true;

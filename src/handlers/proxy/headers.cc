@@ -14,16 +14,6 @@ constexpr std::string_view kHopByHop[] = {
     "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
 };
 
-bool is_ows(char c) {
-  return c == ' ' || c == '\t';
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
-  return s;
-}
-
 // The names listed by every Connection header (comma-separated tokens, OWS around them).
 std::vector<std::string_view> connection_tokens(std::span<const HeaderView> in) {
   std::vector<std::string_view> tokens;
@@ -32,7 +22,7 @@ std::vector<std::string_view> connection_tokens(std::span<const HeaderView> in) 
     std::string_view rest = h.value;
     while (!rest.empty()) {
       size_t comma = rest.find(',');
-      std::string_view token = trim(rest.substr(0, comma));
+      std::string_view token = trim_ows(rest.substr(0, comma));
       if (!token.empty()) tokens.push_back(token);
       if (comma == std::string_view::npos) break;
       rest.remove_prefix(comma + 1);
@@ -94,7 +84,7 @@ std::optional<std::string> joined(const HeaderList& headers, std::string_view na
   std::optional<std::string> out;
   for (const Header& h : headers) {
     if (!ascii_iequals(h.name, name)) continue;
-    std::string_view v = trim(h.value);
+    std::string_view v = trim_ows(h.value);
     if (v.empty()) continue;
     if (!out) {
       out.emplace(v);
@@ -315,7 +305,7 @@ std::optional<std::string> rewrite_url(std::string_view url, std::string_view up
                                        std::string_view client_origin) {
   std::string_view url_rest;
   std::string_view origin_rest;
-  std::optional<Origin> u = parse_origin(trim(url), &url_rest);
+  std::optional<Origin> u = parse_origin(trim_ows(url), &url_rest);
   std::optional<Origin> up = parse_origin(upstream_origin, &origin_rest);
   if (!u || !up || u->port == 0) return std::nullopt;
   if (!ascii_iequals(u->scheme, up->scheme) || !ascii_iequals(u->host, up->host) ||
@@ -374,7 +364,7 @@ namespace {
 bool connection_tokens_plain(std::string_view value) {
   while (!value.empty()) {
     size_t comma = value.find(',');
-    std::string_view token = trim(value.substr(0, comma));
+    std::string_view token = trim_ows(value.substr(0, comma));
     if (!token.empty() && !ascii_iequals(token, "close") && !ascii_iequals(token, "keep-alive"))
       return false;
     if (comma == std::string_view::npos) break;
@@ -433,7 +423,7 @@ bool append_request_headers_fast(std::string& out, std::span<const HeaderView> i
   for (const HeaderView& h : in) {
     if (is_hop_by_hop(h.name)) continue;
     if (add_xff && ascii_iequals(h.name, "X-Forwarded-For")) {
-      std::string_view v = trim(h.value);
+      std::string_view v = trim_ows(h.value);
       if (v.empty()) continue;
       if (xff_count == std::size(xff_chain)) {
         out.resize(start);

@@ -23,30 +23,12 @@ bool IsDigit(char c) {
   return c >= '0' && c <= '9';
 }
 
-char Lower(char c) {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view lower) {
-  if (a.size() != lower.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (Lower(a[i]) != lower[i]) return false;
-  }
-  return true;
-}
-
-std::string_view TrimOws(std::string_view v) {
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-  return v;
-}
-
 // Calls f(token) for each element of a comma-separated list, trimmed; empty elements skipped.
 template <typename F>
 void ForEachListElement(std::string_view list, F&& f) {
   while (!list.empty()) {
     size_t comma = list.find(',');
-    std::string_view element = TrimOws(list.substr(0, comma));
+    std::string_view element = trim_ows(list.substr(0, comma));
     if (!element.empty()) f(element);
     if (comma == std::string_view::npos) break;
     list.remove_prefix(comma + 1);
@@ -131,20 +113,20 @@ bool ResponseParser::keep_alive() const {
 bool ResponseParser::parse_field(std::string_view name, std::string_view value) {
   switch (name.size()) {
     case 6:
-      if (capture_server_ && EqualsIgnoreCase(name, "server")) head_.server.assign(value);
+      if (capture_server_ && ascii_iequals(name, "server")) head_.server.assign(value);
       return true;
     case 10:
-      if (EqualsIgnoreCase(name, "connection")) {
+      if (ascii_iequals(name, "connection")) {
         ForEachListElement(value, [&](std::string_view token) {
-          if (EqualsIgnoreCase(token, "close"))
+          if (ascii_iequals(token, "close"))
             head_.connection_close = true;
-          else if (EqualsIgnoreCase(token, "keep-alive"))
+          else if (ascii_iequals(token, "keep-alive"))
             head_.connection_keep_alive = true;
         });
       }
       return true;
     case 14:
-      if (EqualsIgnoreCase(name, "content-length")) {
+      if (ascii_iequals(name, "content-length")) {
         bool ok = true;
         bool any = false;
         ForEachListElement(value, [&](std::string_view digits) {
@@ -173,13 +155,13 @@ bool ResponseParser::parse_field(std::string_view name, std::string_view value) 
       }
       return true;
     case 17:
-      if (EqualsIgnoreCase(name, "transfer-encoding")) {
+      if (ascii_iequals(name, "transfer-encoding")) {
         head_.transfer_encoding = true;
         std::string_view last;
         ForEachListElement(value, [&](std::string_view coding) { last = coding; });
         // Only the last coding matters for framing: chunked last means chunked framing.
         size_t semi = last.find(';');
-        head_.chunked = EqualsIgnoreCase(TrimOws(last.substr(0, semi)), "chunked");
+        head_.chunked = ascii_iequals(trim_ows(last.substr(0, semi)), "chunked");
       }
       return true;
     default:
@@ -220,7 +202,7 @@ bool ResponseParser::parse_head(std::string_view head) {
   bool first_field = true;
   while (p < end) {
     if (*p == '\n' || (*p == '\r' && p + 1 < end && p[1] == '\n')) break;  // the empty line
-    if (*p == ' ' || *p == '\t') {
+    if (is_ows(*p)) {
       if (first_field) {
         error_ = "obs-fold before the first field";
         return false;
@@ -246,7 +228,7 @@ bool ResponseParser::parse_head(std::string_view head) {
     }
     std::string_view name(name_start, static_cast<size_t>(p - name_start));
     ++p;  // ':'
-    while (p < end && (*p == ' ' || *p == '\t')) ++p;
+    while (p < end && is_ows(*p)) ++p;
     const char* value_start = p;
     const char* value_end = ScanValue(p, end);
     if (value_end == nullptr) {
@@ -254,7 +236,7 @@ bool ResponseParser::parse_head(std::string_view head) {
       return false;
     }
     p = SkipEol(value_end, end);
-    while (value_end > value_start && (value_end[-1] == ' ' || value_end[-1] == '\t')) --value_end;
+    while (value_end > value_start && is_ows(value_end[-1])) --value_end;
     const std::string_view value(value_start, static_cast<size_t>(value_end - value_start));
     if (!parse_field(name, value)) return false;
     if (fields_) fields_->push_back({name, value});
