@@ -40,12 +40,6 @@ int connect_result(int fd) {
   return error;
 }
 
-bool quiet(int fd) {
-  char byte;
-  return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
-         (errno == EAGAIN || errno == EWOULDBLOCK);
-}
-
 void UpstreamConnection::on_ready(uint32_t readiness) {
   if (fd_ < 0) return;  // closed earlier in this batch
   if (idle_) {

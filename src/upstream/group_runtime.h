@@ -36,11 +36,6 @@ int connect_to(const config::UpstreamServer& server);
 // After a non-blocking connect reported writability (or a hang-up): 0 when it succeeded, else
 // the errno it failed with.
 int connect_result(int fd);
-// True when nothing waits to be read on `fd`: no bytes and no end of stream. A connection about
-// to be pooled must be quiet: with edge-triggered polling, a close that arrived together with the
-// last response (php-fpm's child at pm.max_requests) would otherwise go unnoticed until a request
-// was sent into it.
-bool quiet(int fd);
 
 class GroupRuntime;
 

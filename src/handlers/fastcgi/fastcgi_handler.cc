@@ -12,6 +12,7 @@
 #include <cstring>
 #include <utility>
 
+#include "config/upstream_address.h"
 #include "core/address_text.h"
 #include "core/log.h"
 #include "core/spares.h"
@@ -34,19 +35,6 @@ constexpr size_t kPipelineScan = 8;          // queued requests looked at for on
 // A streamed body is sent in pieces of up to fastcgi_buffer; bytes that wait for more are sent
 // at the latest this long after they arrived (a script that trickles its output).
 constexpr int64_t kStreamFlushMs = 50;
-
-// HTTP_ACCEPT_LANGUAGE for Accept-Language.
-void cgi_header_name(std::string_view name, std::string& out) {
-  out.assign("HTTP_");
-  for (char c : name) {
-    if (c == '-')
-      out.push_back('_');
-    else if (c >= 'a' && c <= 'z')
-      out.push_back(static_cast<char>(c - 'a' + 'A'));
-    else
-      out.push_back(c);
-  }
-}
 
 // try_files entries: $uri and $args replaced in one pass, so that a request whose path or query
 // itself contains "$uri" or "$args" is never expanded again (it would loop forever).
@@ -157,7 +145,7 @@ class FastcgiExchange final : public server::Exchange,
   void on_connected();
   void encode_request_head();
   bool write_upstream();
-  void read_upstream(std::string_view first = {});
+  void read_upstream(std::string_view first = {}, bool drained = false);
   bool process_input(std::string_view& input);
   bool decode_input(std::string_view& input);
   bool flush_stage();
@@ -209,6 +197,10 @@ class FastcgiExchange final : public server::Exchange,
   FastcgiExchange* carriers_next_ = nullptr;
   bool listed_as_carrier_ = false;
   bool reuse_conn_ = true;  // false once conn_ carries bytes no one will read (a follower left)
+  // conn_ reported a hang-up (php-fpm's child ends after pm.max_requests: it shuts its side down
+  // with the last answer, and edge-triggered epoll says so only once): never pooled after us.
+  bool upstream_hung_up_ = false;
+  bool socket_drained_ = false;  // the last read from conn_ emptied it (see read_upstream)
 
   // Response side.
   // Bytes read but not yet decoded because the client was full. Reads go to the handler's
@@ -330,62 +322,56 @@ void FastcgiExchange::encode_request_head() {
   for (size_t i = 0; i < group_.config().servers.size(); ++i)
     if (group_.cap(i) == 0) keep_conn_ = false;
   append_begin_request(out, kRequestId, keep_conn_);
-  {
-    StreamEncoder params(out, RecordType::kParams, kRequestId);
-    std::string& path = handler_.scratch_;
-    path.assign(root).append(target_.script_name);
-    params.add("SCRIPT_FILENAME", path);
-    params.add("SCRIPT_NAME", target_.script_name);
-    if (!target_.path_info.empty()) {
-      params.add("PATH_INFO", target_.path_info);
-      path.assign(root).append(target_.path_info);
-      params.add("PATH_TRANSLATED", path);
-    }
-    params.add("QUERY_STRING", target_.query);
-    params.add("REQUEST_METHOD", r.method_text);
-    params.add("REQUEST_URI", r.target);
-    path.assign(target_.script_name).append(target_.path_info);
-    params.add("DOCUMENT_URI", path);
-    params.write(handler_.fixed_params_);  // DOCUMENT_ROOT, GATEWAY_INTERFACE, ...
-    if (auto type = r.header("Content-Type")) params.add("CONTENT_TYPE", *type);
-    char length[24];
-    char* length_end = length;
-    if (r.chunked || r.content_length >= 0) {
-      auto [end, ec] =
-          std::to_chars(length, length + sizeof length,
-                        r.chunked ? static_cast<int64_t>(chunked_body_.size()) : r.content_length);
-      length_end = end;
-    }
-    params.add("CONTENT_LENGTH", std::string_view(length, length_end - length));
-    std::string_view host = r.host;
-    if (!host.empty() && host.front() != '[') {
-      size_t colon = host.rfind(':');
-      if (colon != std::string_view::npos) host = host.substr(0, colon);
-    } else if (!host.empty()) {
-      size_t close = host.find(']');
-      if (close != std::string_view::npos) host = host.substr(0, close + 1);
-    }
-    if (host.empty() && !handler_.site_.hosts.empty()) host = handler_.site_.hosts.front();
-    params.add("SERVER_NAME", host);
-    AddressText local(r.local);
-    params.add("SERVER_ADDR", local.ip_view());
-    params.add("SERVER_PORT", local.port_view());
-    AddressText peer(r.peer);
-    params.add("REMOTE_ADDR", peer.ip_view());
-    params.add("REMOTE_PORT", peer.port_view());
-    params.add("SERVER_PROTOCOL", r.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
-    std::string& name = handler_.scratch_;
-    for (const Header& h : r.header_list()) {
-      // CONTENT_TYPE/LENGTH are passed above; "Proxy" would become HTTP_PROXY, which CGI
-      // programs take for their outgoing proxy (httpoxy).
-      if (ascii_iequals(h.name, "Content-Type") || ascii_iequals(h.name, "Content-Length") ||
-          ascii_iequals(h.name, "Proxy"))
-        continue;
-      cgi_header_name(h.name, name);
-      params.add(name, h.value);
-    }
-    params.write(handler_.extra_params_);  // last: a configured value overrides ours
+  ParamsBuilder& params = handler_.params_;
+  params.clear();
+  params.add("SCRIPT_FILENAME", root, target_.script_name);
+  params.add("SCRIPT_NAME", target_.script_name);
+  if (!target_.path_info.empty()) {
+    params.add("PATH_INFO", target_.path_info);
+    params.add("PATH_TRANSLATED", root, target_.path_info);
   }
+  params.add("QUERY_STRING", target_.query);
+  params.add("REQUEST_METHOD", r.method_text);
+  params.add("REQUEST_URI", r.target);
+  params.add("DOCUMENT_URI", target_.script_name, target_.path_info);
+  params.add_encoded(handler_.fixed_params_);  // DOCUMENT_ROOT, GATEWAY_INTERFACE, ...
+  if (auto type = r.header("Content-Type")) params.add("CONTENT_TYPE", *type);
+  char length[24];
+  char* length_end = length;
+  if (r.chunked || r.content_length >= 0) {
+    auto [end, ec] =
+        std::to_chars(length, length + sizeof length,
+                      r.chunked ? static_cast<int64_t>(chunked_body_.size()) : r.content_length);
+    length_end = end;
+  }
+  params.add("CONTENT_LENGTH", std::string_view(length, length_end - length));
+  std::string_view host = r.host;
+  if (!host.empty() && host.front() != '[') {
+    size_t colon = host.rfind(':');
+    if (colon != std::string_view::npos) host = host.substr(0, colon);
+  } else if (!host.empty()) {
+    size_t close = host.find(']');
+    if (close != std::string_view::npos) host = host.substr(0, close + 1);
+  }
+  if (host.empty() && !handler_.site_.hosts.empty()) host = handler_.site_.hosts.front();
+  params.add("SERVER_NAME", host);
+  AddressText local(r.local);
+  params.add("SERVER_ADDR", local.ip_view());
+  params.add("SERVER_PORT", local.port_view());
+  AddressText peer(r.peer);
+  params.add("REMOTE_ADDR", peer.ip_view());
+  params.add("REMOTE_PORT", peer.port_view());
+  params.add("SERVER_PROTOCOL", r.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
+  for (const Header& h : r.header_list()) {
+    // CONTENT_TYPE/LENGTH are passed above; "Proxy" would become HTTP_PROXY, which CGI
+    // programs take for their outgoing proxy (httpoxy).
+    if (ascii_iequals(h.name, "Content-Type") || ascii_iequals(h.name, "Content-Length") ||
+        ascii_iequals(h.name, "Proxy"))
+      continue;
+    params.add_header(h.name, h.value);
+  }
+  params.add_encoded(handler_.extra_params_);  // last: a configured value overrides ours
+  params.write(out, kRequestId);  // the views above (local, peer, length) are still alive
   append_params_end(out, kRequestId);
   if (!r.has_body()) {
     append_stdin_end(out, kRequestId);
@@ -463,6 +449,7 @@ bool FastcgiExchange::write_upstream() {
 
 void FastcgiExchange::on_ready(uint32_t readiness) {
   if (phase_ == Phase::kDone || !conn_) return;
+  if (readiness & event::kHangup) upstream_hung_up_ = true;
   if (phase_ == Phase::kConnecting) {
     int error = upstream::connect_result(conn_->fd());
     if (error != 0) {
@@ -480,8 +467,10 @@ void FastcgiExchange::on_ready(uint32_t readiness) {
 }
 
 // `first`: bytes read for us before we could read (our carrier's last read): decoded first.
-void FastcgiExchange::read_upstream(std::string_view first) {
+// `drained`: that read emptied the socket.
+void FastcgiExchange::read_upstream(std::string_view first, bool drained) {
   char* buffer = handler_.read_buffer_.get();
+  socket_drained_ = drained;
   while (phase_ == Phase::kActive && !client_full_) {
     std::string_view input;
     std::string paused;
@@ -491,7 +480,11 @@ void FastcgiExchange::read_upstream(std::string_view first) {
     } else if (!leftover_.empty()) {  // bytes left from a pause: finish them first
       paused.swap(leftover_);
       input = paused;
+      socket_drained_ = false;  // bytes may have come meanwhile, their events spent
     } else {
+      // What arrives after a read that emptied the socket raises a new (edge-triggered) event,
+      // so reading again would only find EAGAIN; not so for a hang-up seen before the read.
+      if (socket_drained_ && !upstream_hung_up_) return;
       ssize_t n = ::recv(conn_->fd(), buffer, kReadChunk, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno == EAGAIN) return;
@@ -505,6 +498,7 @@ void FastcgiExchange::read_upstream(std::string_view first) {
         return;
       }
       any_response_byte_ = true;
+      socket_drained_ = static_cast<size_t>(n) < kReadChunk;  // a stream socket read short
       arm_io_timer(group_.config().read_timeout);
       input = std::string_view(buffer, static_cast<size_t>(n));
     }
@@ -707,8 +701,8 @@ void FastcgiExchange::complete(bool clean, std::string_view rest) {
     next->take_over(*this, !rest.empty());
     conn_ = nullptr;
     has_slot_ = false;
-    next->read_upstream(rest);
-  } else if (clean && reuse_conn_ && rest.empty() && upstream::quiet(conn_->fd())) {
+    next->read_upstream(rest, socket_drained_);
+  } else if (clean && reuse_conn_ && rest.empty() && !upstream_hung_up_) {
     group_.put_idle(conn_);
     conn_ = nullptr;
   } else {
@@ -800,6 +794,7 @@ void FastcgiExchange::take_over(FastcgiExchange& carrier, bool response_started)
   carrier_ = nullptr;
   event::TimerList::disarm(queue_timer);
   conn_ = carrier.conn_;
+  upstream_hung_up_ = carrier.upstream_hung_up_;
   server_ = carrier.server_;
   has_slot_ = true;
   tried_.insert(server_);
@@ -880,6 +875,7 @@ void FastcgiExchange::close_upstream() {
   group_.close(conn_);
   conn_ = nullptr;
   reuse_conn_ = true;
+  upstream_hung_up_ = false;
   list_as_carrier(false);
   if (FastcgiExchange* next = std::exchange(follower_, nullptr)) next->requeue();
 }
@@ -933,6 +929,8 @@ FastcgiHandler::FastcgiHandler(const config::Route& route, const config::Site& s
   while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
   root_fd_ = ::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   read_buffer_ = std::make_unique_for_overwrite<char[]>(kReadChunk);
+  default_split_ =
+      options_.split_path && options_.split_path->pattern() == config::kDefaultSplitPath;
   // Parameters that never change, encoded once (PARAMS is a byte stream of pairs).
   append_name_value(fixed_params_, "DOCUMENT_ROOT", root_);
   append_name_value(fixed_params_, "REQUEST_SCHEME", "http");
@@ -973,26 +971,36 @@ FastcgiHandler::Kind FastcgiHandler::stat_path(std::string_view rel_path) {
   return kind;
 }
 
-bool FastcgiHandler::split(std::string_view uri, Target& target) const {
-  if (options_.split_path) {
-    Regex::Captures captures;
-    if (!options_.split_path->match(uri, &captures)) return false;
-    target.script_name = captures.group[1];
-    target.path_info = captures.group[2];
-    return !target.script_name.empty();
-  }
-  // Default: up to and including the first ".php" path segment.
-  size_t at = 0;
-  while ((at = uri.find(".php", at)) != std::string_view::npos) {
-    size_t end = at + 4;
+bool split_default(std::string_view uri, std::string_view& script_name,
+                   std::string_view& path_info) {
+  // ^(.+?\.php)(/.*)?$ : the first ".php" after at least one character that ends the path or a
+  // segment.
+  for (size_t at = 1; (at = uri.find(".php", at)) != std::string_view::npos; at += 4) {
+    const size_t end = at + 4;
     if (end == uri.size() || uri[end] == '/') {
-      target.script_name = uri.substr(0, end);
-      target.path_info = uri.substr(end);
+      script_name = uri.substr(0, end);
+      path_info = uri.substr(end);
       return true;
     }
-    at = end;
   }
   return false;
+}
+
+bool FastcgiHandler::split(std::string_view uri, Target& target) const {
+  // The default pattern is matched by hand (pcre2 costs several times more per request), except
+  // for a path with a line break, which PCRE's '.' and '$' treat specially.
+  if (!options_.split_path || (default_split_ && uri.find('\n') == std::string_view::npos)) {
+    std::string_view script_name, path_info;
+    if (!split_default(uri, script_name, path_info)) return false;
+    target.script_name = script_name;
+    target.path_info = path_info;
+    return true;
+  }
+  Regex::Captures captures;
+  if (!options_.split_path->match(uri, &captures)) return false;
+  target.script_name = captures.group[1];
+  target.path_info = captures.group[2];
+  return !target.script_name.empty();
 }
 
 bool FastcgiHandler::is_script(std::string_view uri) const {

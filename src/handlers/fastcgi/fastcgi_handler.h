@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "config/config.h"
+#include "handlers/fastcgi/protocol.h"
 #include "handlers/static/static_handler.h"
 #include "peregrine/handler.h"
 #include "server/exchange.h"
@@ -31,6 +32,11 @@ struct Target {
   std::string static_path;  // kStatic: the file or directory to serve
   int status = 404;         // kNotFound: the status to answer ("=403" in try_files)
 };
+
+// The default split_path (config::kDefaultSplitPath, "^(.+?\.php)(/.*)?$") without pcre2: the
+// same answer for every path without a line break.
+bool split_default(std::string_view uri, std::string_view& script_name,
+                   std::string_view& path_info);
 
 class FastcgiHandler final : public Handler, public server::StreamHandler {
  public:
@@ -62,6 +68,7 @@ class FastcgiHandler final : public Handler, public server::StreamHandler {
   server::WorkerEnv env_;
   std::string root_;
   int root_fd_ = -1;
+  bool default_split_ = false;  // split_path is config::kDefaultSplitPath: see split()
   std::unique_ptr<static_files::StaticHandler> files_;  // non-script files (try_files, indexes)
   Response static_response_;
   struct StatEntry {
@@ -70,6 +77,7 @@ class FastcgiHandler final : public Handler, public server::StreamHandler {
   };
   std::unordered_map<std::string, StatEntry> stats_;
   std::string scratch_;
+  ParamsBuilder params_;                 // every exchange's PARAMS, gathered before encoding
   std::string fixed_params_;             // encoded name-value pairs sent with every request
   std::string extra_params_;             // the route's fastcgi_params, encoded
   std::unique_ptr<char[]> read_buffer_;  // every exchange's reads; decoded before the next one

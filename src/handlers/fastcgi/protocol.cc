@@ -86,8 +86,16 @@ void append_stream_end(std::string& out, RecordType type, uint16_t request_id) {
   append_header(out, type, request_id, 0, 0);
 }
 
+namespace {
+
+size_t pair_size(size_t name_size, size_t value_size) {
+  return (name_size < 128 ? 1 : 4) + (value_size < 128 ? 1 : 4) + name_size + value_size;
+}
+
+}  // namespace
+
 size_t name_value_size(std::string_view name, std::string_view value) {
-  return (name.size() < 128 ? 1 : 4) + (value.size() < 128 ? 1 : 4) + name.size() + value.size();
+  return pair_size(name.size(), value.size());
 }
 
 void StreamEncoder::open_record() {
@@ -151,6 +159,97 @@ void StreamEncoder::flush() {
   const size_t padding = padding_for(content_);
   write_header(out_.data() + record_start_, type_, request_id_, content_, padding);
   out_.append(padding, '\0');
+}
+
+namespace {
+
+constexpr std::string_view kCgiHeaderPrefix = "HTTP_";
+
+char* put_length(char* p, size_t length) {
+  return p + encode_length(p, length);
+}
+
+// `name` as a CGI meta-variable's suffix: upper case, '-' as '_'.
+char* put_cgi_header_name(char* p, std::string_view name) {
+  for (char c : name)
+    *p++ = c == '-' ? '_' : (c >= 'a' && c <= 'z') ? static_cast<char>(c - 32) : c;
+  return p;
+}
+
+char* put_bytes(char* p, std::string_view bytes) {
+  std::char_traits<char>::copy(p, bytes.data(), bytes.size());  // safe for an empty view
+  return p + bytes.size();
+}
+
+}  // namespace
+
+bool ParamsBuilder::add(std::string_view name, std::string_view value,
+                        std::string_view value_tail) {
+  const size_t value_size = value.size() + value_tail.size();
+  if (name.size() > kMaxNameValueLength || value_size > kMaxNameValueLength) return false;
+  pieces_.push_back({Kind::kPair, name, value, value_tail});
+  size_ += pair_size(name.size(), value_size);
+  return true;
+}
+
+bool ParamsBuilder::add_header(std::string_view name, std::string_view value) {
+  const size_t name_size = kCgiHeaderPrefix.size() + name.size();
+  if (name_size > kMaxNameValueLength || value.size() > kMaxNameValueLength) return false;
+  pieces_.push_back({Kind::kHeader, name, value, {}});
+  size_ += pair_size(name_size, value.size());
+  return true;
+}
+
+void ParamsBuilder::add_encoded(std::string_view pairs) {
+  if (pairs.empty()) return;
+  pieces_.push_back({Kind::kEncoded, pairs, {}, {}});
+  size_ += pairs.size();
+}
+
+// Writes one piece at p, which has room for it.
+char* ParamsBuilder::put(char* p, const Piece& piece) {
+  switch (piece.kind) {
+    case Kind::kEncoded:
+      return put_bytes(p, piece.name);
+    case Kind::kPair:
+      p = put_length(p, piece.name.size());
+      p = put_length(p, piece.value.size() + piece.value_tail.size());
+      p = put_bytes(p, piece.name);
+      break;
+    case Kind::kHeader:
+      p = put_length(p, kCgiHeaderPrefix.size() + piece.name.size());
+      p = put_length(p, piece.value.size());
+      p = put_bytes(p, kCgiHeaderPrefix);
+      p = put_cgi_header_name(p, piece.name);
+      break;
+  }
+  p = put_bytes(p, piece.value);
+  return put_bytes(p, piece.value_tail);
+}
+
+void ParamsBuilder::write(std::string& out, uint16_t request_id) const {
+  if (size_ == 0) return;  // an empty record would end the stream
+  if (size_ <= kMaxContentLength) {
+    const size_t padding = padding_for(size_);
+    const size_t at = out.size();
+    out.resize(at + kHeaderSize + size_ + padding);  // the padding stays zero
+    char* p = out.data() + at;
+    write_header(p, RecordType::kParams, request_id, size_, padding);
+    p += kHeaderSize;
+    for (const Piece& piece : pieces_) p = put(p, piece);
+    return;
+  }
+  // More than one record: encode each piece on its own, then let StreamEncoder cut the stream.
+  StreamEncoder stream(out, RecordType::kParams, request_id);
+  std::string piece_bytes;
+  for (const Piece& piece : pieces_) {
+    size_t size = piece.kind == Kind::kEncoded ? piece.name.size()
+                                               : 8 + kCgiHeaderPrefix.size() + piece.name.size() +
+                                                     piece.value.size() + piece.value_tail.size();
+    piece_bytes.resize(size);
+    const char* end = put(piece_bytes.data(), piece);
+    stream.write(std::string_view(piece_bytes.data(), end - piece_bytes.data()));
+  }
 }
 
 bool append_params(std::string& out, uint16_t request_id, std::span<const NameValue> params) {
@@ -453,28 +552,27 @@ CgiHeadParser::Status CgiHeadParser::fail(CgiError e) {
 CgiHeadParser::Status CgiHeadParser::feed(std::string_view data, size_t& consumed) {
   consumed = 0;
   if (state_ != Status::kNeedMore) return state_;
+  // Look for the empty line in buf_ + data, then copy what belongs to the head once.
+  const size_t base = buf_.size();  // data[i] is byte base + i of the head
+  auto at = [&](size_t i) { return i < base ? buf_[i] : data[i - base]; };
   size_t pos = 0;
-  while (pos < data.size()) {
+  bool ended = false;
+  while (pos < data.size() && base + pos <= max_head_) {
     const void* nl = std::memchr(data.data() + pos, '\n', data.size() - pos);
-    const size_t end =
-        nl ? static_cast<size_t>(static_cast<const char*>(nl) - data.data()) + 1 : data.size();
-    if (buf_.size() + (end - pos) > max_head_) {
-      consumed = pos;
-      return fail(CgiError::kTooLarge);
+    if (!nl) {
+      pos = data.size();
+      break;
     }
-    buf_.append(data.data() + pos, end - pos);
-    pos = end;
-    if (!nl) break;
-    const size_t len = buf_.size() - line_start_;  // includes the LF
-    const bool empty = len == 1 || (len == 2 && buf_[line_start_] == '\r');
-    line_start_ = buf_.size();
-    if (empty) {
-      consumed = pos;
-      return parse();
-    }
+    pos = static_cast<size_t>(static_cast<const char*>(nl) - data.data()) + 1;
+    const size_t len = base + pos - line_start_;  // includes the LF
+    ended = len == 1 || (len == 2 && at(line_start_) == '\r');
+    line_start_ = base + pos;
+    if (ended) break;
   }
+  if (base + pos > max_head_) return fail(CgiError::kTooLarge);
+  buf_.append(data.data(), pos);
   consumed = pos;
-  return Status::kNeedMore;
+  return ended ? parse() : Status::kNeedMore;
 }
 
 namespace {

@@ -99,6 +99,40 @@ class StreamEncoder {
   bool open_ = false;
 };
 
+// A request's PARAMS stream, gathered as views and written in one go: with the size known, the
+// output grows once, and a stream that fits one record (nearly every request's, a few hundred
+// bytes) is one header and plain copies; only a larger one goes through StreamEncoder. The views
+// given to add() must stay valid until write(). Reused per handler, so it keeps its capacity.
+class ParamsBuilder {
+ public:
+  void clear() {
+    pieces_.clear();
+    size_ = 0;
+  }
+  // NAME=value+value_tail (SCRIPT_FILENAME is the root and the script's name, without first
+  // joining them). False, and nothing added, if a length cannot be encoded.
+  bool add(std::string_view name, std::string_view value, std::string_view value_tail = {});
+  // A request header as CGI names it (RFC 3875 4.1.18): "Accept-Language" is sent as
+  // HTTP_ACCEPT_LANGUAGE.
+  bool add_header(std::string_view name, std::string_view value);
+  // Pairs encoded beforehand with append_name_value (a route's constant parameters).
+  void add_encoded(std::string_view pairs);
+  // Appends the PARAMS records (not the empty record that ends the stream).
+  void write(std::string& out, uint16_t request_id) const;
+
+ private:
+  enum class Kind : uint8_t { kPair, kHeader, kEncoded };
+  struct Piece {
+    Kind kind;
+    std::string_view name;  // kEncoded: the encoded pairs
+    std::string_view value;
+    std::string_view value_tail;
+  };
+  static char* put(char* p, const Piece& piece);
+  std::vector<Piece> pieces_;
+  size_t size_ = 0;  // encoded bytes of all pieces
+};
+
 // The empty record that ends a stream (PARAMS, STDIN, DATA).
 void append_stream_end(std::string& out, RecordType type, uint16_t request_id);
 

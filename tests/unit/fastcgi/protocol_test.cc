@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace peregrine::fastcgi {
@@ -272,6 +273,94 @@ TEST(FastCgiEncode, ParamsSplitAcrossRecordsAt65535) {
   ASSERT_TRUE(r.next(nv));
   EXPECT_EQ(nv.name, "SMALL");
   EXPECT_FALSE(r.next(nv));
+}
+
+// The pairs a ParamsBuilder wrote, read back in order.
+std::vector<std::pair<std::string, std::string>> BuiltPairs(const ParamsBuilder& b, uint16_t id,
+                                                            size_t* records) {
+  std::string out;
+  b.write(out, id);
+  append_params_end(out, id);
+  const std::string content = ReadStream(out, 4, id, records);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  NameValueReader r(content);
+  NameValue nv;
+  while (r.next(nv)) pairs.emplace_back(nv.name, nv.value);
+  EXPECT_FALSE(r.error());
+  return pairs;
+}
+
+TEST(FastCgiParamsBuilder, PairsTailsHeadersAndEncodedRunsInOrder) {
+  std::string encoded;
+  append_name_value(encoded, "DOCUMENT_ROOT", "/srv");
+  append_name_value(encoded, "REDIRECT_STATUS", "200");
+  ParamsBuilder b;
+  ASSERT_TRUE(b.add("SCRIPT_FILENAME", "/srv", "/index.php"));
+  b.add_encoded(encoded);
+  ASSERT_TRUE(b.add("QUERY_STRING", ""));
+  ASSERT_TRUE(b.add_header("Accept-Language", "en"));
+  ASSERT_TRUE(b.add_header("x-mixed_Case-9", "v"));
+  b.add_encoded("");  // nothing
+  size_t records = 0;
+  const auto pairs = BuiltPairs(b, 5, &records);
+  EXPECT_EQ(records, 2u);  // one data record, then the terminator
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"SCRIPT_FILENAME", "/srv/index.php"},
+      {"DOCUMENT_ROOT", "/srv"},
+      {"REDIRECT_STATUS", "200"},
+      {"QUERY_STRING", ""},
+      {"HTTP_ACCEPT_LANGUAGE", "en"},
+      {"HTTP_X_MIXED_CASE_9", "v"}};
+  EXPECT_EQ(pairs, want);
+}
+
+TEST(FastCgiParamsBuilder, SameBytesAsTheStreamEncoder) {
+  const std::string long_value(300, 'v');
+  const std::string long_name(130, 'N');
+  ParamsBuilder b;
+  b.add("A", "bc");
+  b.add(long_name, std::string_view(long_value).substr(0, 100),
+        std::string_view(long_value).substr(100));
+  const std::string header_name(123, 'h');  // HTTP_ + 123 = 128: a 4-byte name length
+  b.add_header(header_name, "x");
+  std::string built;
+  b.write(built, 1);
+  std::string streamed;
+  {
+    StreamEncoder enc(streamed, RecordType::kParams, 1);
+    enc.add("A", "bc");
+    enc.add(long_name, long_value);
+    enc.add("HTTP_" + std::string(123, 'H'), "x");
+  }
+  EXPECT_EQ(built, streamed);
+}
+
+TEST(FastCgiParamsBuilder, NothingAddedWritesNothing) {
+  ParamsBuilder b;
+  std::string out = "x";
+  b.write(out, 1);
+  EXPECT_EQ(out, "x");
+  b.add("A", "1");
+  b.clear();
+  b.write(out, 1);
+  EXPECT_EQ(out, "x");
+}
+
+TEST(FastCgiParamsBuilder, MoreThanOneRecordIsCutAt65535) {
+  const std::string big(70000, 'z');
+  std::string encoded;
+  append_name_value(encoded, "FIXED", "1");
+  ParamsBuilder b;
+  b.add("BIG", std::string_view(big).substr(0, 40000), std::string_view(big).substr(40000));
+  b.add_encoded(encoded);
+  b.add_header("Cookie", big);
+  size_t records = 0;
+  const auto pairs = BuiltPairs(b, 2, &records);
+  EXPECT_EQ(records, 4u);  // 140,000-odd bytes: 3 data records and the terminator
+  ASSERT_EQ(pairs.size(), 3u);
+  EXPECT_EQ(pairs[0], std::make_pair(std::string("BIG"), big));
+  EXPECT_EQ(pairs[1], std::make_pair(std::string("FIXED"), std::string("1")));
+  EXPECT_EQ(pairs[2], std::make_pair(std::string("HTTP_COOKIE"), big));
 }
 
 TEST(FastCgiEncode, StreamEncoderIncrementalAndExactRecordFill) {

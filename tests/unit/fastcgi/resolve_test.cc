@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/upstream_address.h"
 #include "core/clock.h"
 #include "core/regex.h"
 #include "event/deferred.h"
@@ -25,6 +26,7 @@
 #include "handlers/static/mime.h"
 #include "peregrine/request.h"
 #include "server/route_table.h"
+#include "support/random_inputs.h"
 #include "upstream/group_runtime.h"
 
 namespace peregrine::fastcgi {
@@ -416,6 +418,36 @@ TEST_F(FastcgiResolveTest, CustomSplitPathWithAnEmptyScriptGroupDoesNotSplit) {
   // The regex matches "/style.css" with an empty first group: not a script.
   EXPECT_STATIC(resolve("/style.css"), "/style.css");
   EXPECT_SCRIPT(resolve("/app/run.cgi/x"), "/app/run.cgi", "/x");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The default split_path, matched by hand, against pcre2 running the pattern.
+
+TEST(FastcgiSplitDefault, AgreesWithTheDefaultPattern) {
+  const std::shared_ptr<const Regex> regex = config::default_split_path();
+  ASSERT_NE(regex, nullptr);
+  int scripts = 0;
+  auto check = [&](std::string_view uri) {
+    Regex::Captures captures;
+    const bool regex_matched = regex->match(uri, &captures);
+    std::string_view script_name, path_info;
+    const bool matched = split_default(uri, script_name, path_info);
+    ASSERT_EQ(matched, regex_matched) << uri;
+    if (!matched) return;
+    ++scripts;
+    EXPECT_EQ(script_name, captures.group[1]) << uri;
+    EXPECT_EQ(path_info, captures.group[2]) << uri;
+  };
+  for (std::string_view uri : {"/index.php", "/a.php/b/c", "/.php", ".php", "x.php", "/a.phpx",
+                               "/a.phpx/b.php/c", "/a.php.php", "/a.PHP", "/", ""})
+    check(uri);
+  // Paths of '/', '.', 'p', 'h', 'x' and whole ".php"s (written 'P'), so both answers are common.
+  testing::for_random_inputs("/.phxP", 12, 100000, [&](std::string_view tokens) {
+    std::string uri;
+    for (char c : tokens) uri += c == 'P' ? std::string_view(".php") : std::string_view(&c, 1);
+    check(uri);
+  });
+  EXPECT_GT(scripts, 10000);
 }
 
 }  // namespace

@@ -1079,22 +1079,6 @@ TEST_F(GroupRuntimeConnectionTest, HandOverPassesReadinessToTheNextUserAndCounts
   event::dispose_pending();
 }
 
-// A close that arrived with the last response (php-fpm's child at pm.max_requests shuts down
-// its side after END_REQUEST) shows before the connection is pooled.
-TEST_F(GroupRuntimeConnectionTest, QuietTellsPendingBytesAndEndOfStream) {
-  int peer;
-  int fd = pair(&peer);
-  fds_.push_back(fd);
-  EXPECT_TRUE(quiet(fd));
-  ASSERT_EQ(::send(peer, "x", 1, MSG_NOSIGNAL), 1);
-  EXPECT_FALSE(quiet(fd));
-  char c;
-  ASSERT_EQ(::recv(fd, &c, 1, 0), 1);
-  EXPECT_TRUE(quiet(fd));
-  ASSERT_EQ(::shutdown(peer, SHUT_WR), 0);
-  EXPECT_FALSE(quiet(fd));
-}
-
 TEST_F(GroupRuntimeConnectionTest, IdleConnectionClosedByTheBackEndLeavesThePool) {
   GroupRuntime& g = make_listening();
   RecordingUser user;
