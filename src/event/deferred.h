@@ -24,13 +24,16 @@ inline void dispose_later(Disposable* object) {
   detail::disposal_list().push_back(object);
 }
 
-// Called by the event loop between batches.
+// Called by the event loop between batches. A deletion may dispose of more objects: they are
+// deleted in the next round. The two lists trade places and keep their capacity (this runs after
+// every batch; a fresh vector each time was an allocation per request).
 inline void dispose_pending() {
   std::vector<Disposable*>& list = detail::disposal_list();
+  thread_local std::vector<Disposable*> batch;
   while (!list.empty()) {
-    std::vector<Disposable*> batch;
     batch.swap(list);
     for (Disposable* object : batch) delete object;
+    batch.clear();
   }
 }
 

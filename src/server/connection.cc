@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "core/spares.h"
 #include "core/strings.h"
 #include "event/deferred.h"
 #include "http/path.h"
@@ -34,7 +35,8 @@ struct BodyWait {
 
 // A request an asynchronous handler answers (state kExchange). Like BodyWait, the head stays in
 // the read buffer before `origin`; the body streams from there to the exchange.
-struct InFlight : event::Disposable {
+// One per request: recycled per thread rather than allocated each time (see core/spares.h).
+struct InFlight final : event::Disposable, RecycledAllocation<InFlight> {
   Request request;
   Ref<RouteTable> routes;
   SiteRuntime* site = nullptr;
