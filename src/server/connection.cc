@@ -166,7 +166,7 @@ void Connection::on_readable() {
     if (state_ == State::kLinger) {
       char sink[4096];
       ssize_t n;
-      while ((n = ::read(fd_, sink, sizeof sink)) > 0) {
+      while ((n = ::recv(fd_, sink, sizeof sink, 0)) > 0) {
       }
       if (n == 0 || errno != EAGAIN) close_now();
       return;
@@ -182,7 +182,9 @@ void Connection::on_readable() {
       respond_error(431, nullptr, nullptr);
       return;
     }
-    ssize_t n = ::read(fd_, buffer_ + end_, space);
+    // recv, not read: the same for a socket, without the file layer's checks (~1 % of the CPU
+    // of a proxied or FastCGI request in a profile).
+    ssize_t n = ::recv(fd_, buffer_ + end_, space, 0);
     if (n > 0) {
       end_ += static_cast<uint32_t>(n);
       process();
