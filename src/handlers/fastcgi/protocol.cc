@@ -570,9 +570,10 @@ CgiHeadParser::Status CgiHeadParser::feed(std::string_view data, size_t& consume
     if (ended) break;
   }
   if (base + pos > max_head_) return fail(CgiError::kTooLarge);
-  buf_.append(data.data(), pos);
   consumed = pos;
-  return ended ? parse() : Status::kNeedMore;
+  if (ended && base == 0) return parse(data.substr(0, pos));  // whole in one fragment: no copy
+  buf_.append(data.data(), pos);
+  return ended ? parse(buf_) : Status::kNeedMore;
 }
 
 namespace {
@@ -583,8 +584,7 @@ bool is_digit(char c) {
 
 }  // namespace
 
-CgiHeadParser::Status CgiHeadParser::parse() {
-  std::string_view all(buf_);
+CgiHeadParser::Status CgiHeadParser::parse(std::string_view all) {
   bool has_location = false;
   size_t start = 0;
   for (;;) {

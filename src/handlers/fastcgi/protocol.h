@@ -284,8 +284,9 @@ enum class CgiError : uint8_t {
 const char* to_string(CgiError error);
 
 // Resumable: feed STDOUT fragments until kDone; the bytes after the head are the body start.
-// The head is copied into the parser (bounded by max_head), so fragments need not outlive feed().
-// Views in head() are valid until reset() or destruction.
+// A head that arrives in pieces is copied into the parser (bounded by max_head); one that arrives
+// whole in one fragment (the usual case) is parsed where it lies. So views in head() are valid
+// until reset() or destruction and, when the head came whole, no longer than that fragment.
 class CgiHeadParser {
  public:
   enum class Status : uint8_t { kNeedMore, kDone, kError };
@@ -304,7 +305,7 @@ class CgiHeadParser {
 
  private:
   Status fail(CgiError e);
-  Status parse();
+  Status parse(std::string_view head);
 
   size_t max_head_;
   Status state_ = Status::kNeedMore;
