@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/log.h"
 #include "core/regex.h"
 
 namespace peregrine::config {
@@ -204,7 +205,7 @@ struct Site {
   SourcePos pos;
 };
 
-enum class LogLevel { kDebug, kInfo, kWarn, kError };
+using peregrine::LogLevel;  // core/log.h
 
 struct Config {
   std::string source;  // file path, or "<command line>"

@@ -22,6 +22,7 @@
 #include "config/units.h"
 #include "config/upstream_address.h"
 #include "config/validate.h"
+#include "http/header_names.h"
 
 namespace peregrine::config {
 
@@ -1340,14 +1341,6 @@ class Loader {
     }
   }
 
-  // Headers whose values the proxy itself manages (framing and connection handling).
-  static bool managed_header(std::string_view lower) {
-    static constexpr std::string_view kManaged[] = {
-        "connection", "keep-alive", "transfer-encoding", "content-length",
-        "te",         "trailer",    "upgrade",           "proxy-connection"};
-    return std::find(std::begin(kManaged), std::end(kManaged), lower) != std::end(kManaged);
-  }
-
   bool check_header_name(const toml::source_region& where, std::string_view name, bool request,
                          std::string_view list) {
     std::string lower = to_lower(name);
@@ -1356,7 +1349,7 @@ class Loader {
             "header names are tokens such as X-Request-Id");
       return false;
     }
-    if (managed_header(lower)) {
+    if (http::is_managed(name)) {
       error(where, "header '" + std::string(name) + "' is managed by the proxy",
             "framing and connection headers (Connection, Keep-Alive, Transfer-Encoding, "
             "Content-Length, TE, Trailer, Upgrade) cannot be changed per route");

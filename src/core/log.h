@@ -6,11 +6,13 @@
 #include <string>
 #include <string_view>
 
-#include "config/config.h"
+namespace peregrine {
+
+enum class LogLevel { kDebug, kInfo, kWarn, kError };
+
+}  // namespace peregrine
 
 namespace peregrine::log {
-
-using config::LogLevel;
 
 // Points the log at `target` ("stderr", "stdout" or a path). Returns false with `error` set when
 // the file cannot be opened (the previous target stays in use).
@@ -26,9 +28,9 @@ void write(LogLevel level, const char* format, ...) __attribute__((format(printf
   do {                                                                                 \
     if (::peregrine::log::enabled(level)) ::peregrine::log::write(level, __VA_ARGS__); \
   } while (0)
-#define LOG_DEBUG(...) PG_LOG(::peregrine::config::LogLevel::kDebug, __VA_ARGS__)
-#define LOG_INFO(...) PG_LOG(::peregrine::config::LogLevel::kInfo, __VA_ARGS__)
-#define LOG_WARN(...) PG_LOG(::peregrine::config::LogLevel::kWarn, __VA_ARGS__)
-#define LOG_ERROR(...) PG_LOG(::peregrine::config::LogLevel::kError, __VA_ARGS__)
+#define LOG_DEBUG(...) PG_LOG(::peregrine::LogLevel::kDebug, __VA_ARGS__)
+#define LOG_INFO(...) PG_LOG(::peregrine::LogLevel::kInfo, __VA_ARGS__)
+#define LOG_WARN(...) PG_LOG(::peregrine::LogLevel::kWarn, __VA_ARGS__)
+#define LOG_ERROR(...) PG_LOG(::peregrine::LogLevel::kError, __VA_ARGS__)
 
 }  // namespace peregrine::log

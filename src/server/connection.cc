@@ -19,6 +19,9 @@
 
 namespace peregrine::server {
 
+using handlers::Downstream;
+using handlers::Exchange;
+
 // A request whose handler wants the body: the head stays in the read buffer (the request's
 // views point there) while the body accumulates here, bounded by max_body_bytes.
 struct BodyWait {
@@ -312,7 +315,7 @@ void Connection::handle_request(size_t head_length) {
     dispatch(request, site, route);
     return;
   }
-  const bool keep_body = route && route->handler->wants_body();
+  const bool keep_body = route && route->handler && route->handler->wants_body();
   if (request.expect_continue && start_ == end_ && !keep_body) {
     // RFC 9110 10.1.1: answer at once instead of inviting a body nobody will read, and close,
     // since the client may send it anyway.

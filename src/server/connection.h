@@ -10,10 +10,10 @@
 
 #include "event/poller.h"
 #include "event/timer_list.h"
+#include "handlers/stream_handler.h"
 #include "http/http1/parser.h"
 #include "peregrine/handler.h"
 #include "peregrine/response.h"
-#include "server/exchange.h"
 #include "server/output_queue.h"
 
 namespace peregrine::server {
@@ -24,7 +24,9 @@ struct RouteRuntime;
 struct BodyWait;
 struct InFlight;
 
-class Connection final : public event::Pollable, public event::TimerOwner, public Downstream {
+class Connection final : public event::Pollable,
+                         public event::TimerOwner,
+                         public handlers::Downstream {
  public:
   Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len);
   ~Connection();
@@ -43,7 +45,7 @@ class Connection final : public event::Pollable, public event::TimerOwner, publi
   void resume_body() override;
   void respond(Response& response) override;
   bool send_head(Response& head, int64_t content_length) override;
-  Sent send_body(std::string_view bytes) override;
+  handlers::Downstream::Sent send_body(std::string_view bytes) override;
   void finish() override;
   void fail(int status) override;
   bool head_sent() const override;

@@ -25,7 +25,7 @@ RouteTable::~RouteTable() {
 }
 
 Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
-                                  const WorkerEnv& env, const HandlerRegistry& registry,
+                                  const handlers::WorkerEnv& env, const HandlerRegistry& registry,
                                   AccessLogWriter& log_writer, std::string* error) {
   const Clock& clock = env.clock;
   Ref<RouteTable> table(new RouteTable);
@@ -48,7 +48,7 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
     SiteRuntime runtime{&site, {}, nullptr, nullptr};
     for (const config::Route& route : site.routes) {
       std::shared_ptr<Handler> handler;
-      StreamHandler* stream = nullptr;
+      std::shared_ptr<handlers::StreamHandler> stream;
       switch (route.handler) {
         case config::HandlerKind::kStatic: {
           std::string strip = route.static_files.alias ? route.pattern : std::string();
@@ -86,8 +86,7 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
             *error = position(route) + ": cannot open root " + route.fastcgi.root;
             return {};
           }
-          stream = gateway.get();
-          handler = std::move(gateway);
+          stream = std::move(gateway);
           break;
         }
         case config::HandlerKind::kProxy: {
@@ -98,12 +97,11 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
           }
           auto proxy = std::make_shared<proxy::ProxyHandler>(route, site, *group, env.poller,
                                                              env.timers, env.clock);
-          stream = proxy.get();
-          handler = std::move(proxy);
+          stream = std::move(proxy);
           break;
         }
       }
-      runtime.routes.push_back({&route, std::move(handler), stream});
+      runtime.routes.push_back({&route, std::move(handler), std::move(stream)});
     }
     if (!site.error_pages.empty() && !site.static_files.root.empty()) {
       config::StaticOptions pages = site.static_files;

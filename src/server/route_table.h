@@ -15,31 +15,25 @@
 #include "event/timer_set.h"
 #include "handlers/static/mime.h"
 #include "handlers/static/static_handler.h"
+#include "handlers/stream_handler.h"
 #include "peregrine/handler.h"
 #include "peregrine/ref_counted.h"
+#include "peregrine/server.h"
 #include "server/access_log.h"
-#include "server/exchange.h"
 #include "upstream/group_runtime.h"
 
 namespace peregrine::server {
 
 // Application handlers an embedding program registered by name. Each worker calls the factory
 // once per route that names it; returning one shared, thread-safe instance is fine.
-using HandlerFactory = std::function<std::shared_ptr<Handler>()>;
-using HandlerRegistry = std::map<std::string, HandlerFactory, std::less<>>;
+using HandlerRegistry = std::map<std::string, Server::HandlerFactory, std::less<>>;
 
 struct RouteRuntime {
   const config::Route* config;
+  // Exactly one is set: a handler that answers at once (static, return, application), or one
+  // that answers later from the worker's loop (FastCGI, proxy).
   std::shared_ptr<Handler> handler;
-  StreamHandler* stream = nullptr;  // set for asynchronous handlers (FastCGI, proxy)
-};
-
-// What asynchronous handlers need from the worker that builds the table.
-struct WorkerEnv {
-  event::Poller& poller;
-  event::TimerSet& timers;
-  const Clock& clock;
-  int workers;
+  std::shared_ptr<handlers::StreamHandler> stream;
 };
 
 struct SiteRuntime {
@@ -53,9 +47,9 @@ class RouteTable : public RefCounted {
  public:
   // Fails (returns null, `error` set) when a handler cannot be set up, e.g. an application
   // handler name nobody registered.
-  static Ref<RouteTable> build(std::shared_ptr<const config::Config> config, const WorkerEnv& env,
-                               const HandlerRegistry& registry, AccessLogWriter& log_writer,
-                               std::string* error);
+  static Ref<RouteTable> build(std::shared_ptr<const config::Config> config,
+                               const handlers::WorkerEnv& env, const HandlerRegistry& registry,
+                               AccessLogWriter& log_writer, std::string* error);
   ~RouteTable() override;
 
   const config::Config& config() const { return *config_; }

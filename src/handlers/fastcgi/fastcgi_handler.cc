@@ -19,6 +19,7 @@
 #include "core/strings.h"
 #include "event/deferred.h"
 #include "handlers/fastcgi/protocol.h"
+#include "http/header_names.h"
 #include "http/status.h"
 
 namespace peregrine::fastcgi {
@@ -56,13 +57,6 @@ std::string expand(std::string_view pattern, std::string_view uri, std::string_v
   return out;
 }
 
-bool is_hop_by_hop_response_header(std::string_view name) {
-  return ascii_iequals(name, "Connection") || ascii_iequals(name, "Keep-Alive") ||
-         ascii_iequals(name, "Transfer-Encoding") || ascii_iequals(name, "Content-Length") ||
-         ascii_iequals(name, "Upgrade") || ascii_iequals(name, "Trailer") ||
-         ascii_iequals(name, "TE");
-}
-
 }  // namespace
 
 struct ResponseBody;  // tag: recycled response-body buffers (up to fastcgi_buffer and more)
@@ -76,13 +70,13 @@ struct ResponseBody;  // tag: recycled response-body buffers (up to fastcgi_buff
 // we hear of it and write again. The follower holds no slot: when its carrier ends cleanly it
 // inherits the carrier's connection and slot; when the carrier's connection is lost it goes back
 // to the front of the queue (php-fpm never started it, so even a retry is safe).
-class FastcgiExchange final : public server::Exchange,
+class FastcgiExchange final : public handlers::Exchange,
                               public event::Pollable,
                               public upstream::Waiter,
                               public event::Disposable,
                               public RecycledAllocation<FastcgiExchange> {
  public:
-  FastcgiExchange(FastcgiHandler& handler, const Request& request, server::Downstream& downstream,
+  FastcgiExchange(FastcgiHandler& handler, const Request& request, handlers::Downstream& downstream,
                   Target target)
       : handler_(handler),
         group_(handler.group_),
@@ -108,7 +102,7 @@ class FastcgiExchange final : public server::Exchange,
   // Returns false when the exchange already ended (answered or failed).
   bool begin();
 
-  // server::Exchange
+  // handlers::Exchange
   bool on_body(std::string_view bytes, bool last) override;
   void on_writable() override;
   void on_abort() override;
@@ -149,7 +143,7 @@ class FastcgiExchange final : public server::Exchange,
   bool process_input(std::string_view& input);
   bool decode_input(std::string_view& input);
   bool flush_stage();
-  server::Downstream::Sent send_stage();
+  handlers::Downstream::Sent send_stage();
   bool handle_stdout(std::string_view data);
   bool start_streaming();
   void complete(bool clean, std::string_view rest);
@@ -165,7 +159,7 @@ class FastcgiExchange final : public server::Exchange,
   FastcgiHandler& handler_;
   upstream::GroupRuntime& group_;
   const Request& request_;
-  server::Downstream& downstream_;
+  handlers::Downstream& downstream_;
   Target target_;
   Phase phase_ = Phase::kCollecting;
   upstream::TriedSet tried_;
@@ -528,12 +522,12 @@ void FastcgiExchange::on_flush_timeout() {
   if (phase_ == Phase::kActive && !client_full_) flush_stage();
 }
 
-server::Downstream::Sent FastcgiExchange::send_stage() {
-  server::Downstream::Sent sent = server::Downstream::Sent::kMore;
+handlers::Downstream::Sent FastcgiExchange::send_stage() {
+  handlers::Downstream::Sent sent = handlers::Downstream::Sent::kMore;
   if (!head_sent_) {
     head_sent_ = true;
     response_.append_borrowed_body(stage_);  // send_head() copies it right after the head
-    if (!downstream_.send_head(response_, -1)) sent = server::Downstream::Sent::kGone;
+    if (!downstream_.send_head(response_, -1)) sent = handlers::Downstream::Sent::kGone;
   } else if (!stage_.empty()) {
     sent = downstream_.send_body(stage_);
   }
@@ -545,12 +539,12 @@ server::Downstream::Sent FastcgiExchange::send_stage() {
 bool FastcgiExchange::flush_stage() {
   if (stage_.empty() && (head_sent_ || !streaming_)) return true;
   switch (send_stage()) {
-    case server::Downstream::Sent::kMore:
+    case handlers::Downstream::Sent::kMore:
       return true;
-    case server::Downstream::Sent::kFull:
+    case handlers::Downstream::Sent::kFull:
       client_full_ = true;
       return false;
-    case server::Downstream::Sent::kGone:
+    case handlers::Downstream::Sent::kGone:
       close_upstream();
       release_slot();
       phase_ = Phase::kDone;
@@ -631,7 +625,7 @@ bool FastcgiExchange::handle_stdout(std::string_view data) {
     if (head.has_content_type) response_.add_header("Content-Type", head.content_type);
     if (!head.location.empty()) response_.add_header("Location", head.location);
     for (const CgiHeader& h : head.headers) {
-      if (is_hop_by_hop_response_header(h.name)) continue;
+      if (http::is_hop_by_hop(h.name) || http::is_framing(h.name)) continue;
       if (ascii_iequals(h.name,
                         "X-Accel-Buffering")) {  // for us (nginx's convention), not the client
         unbuffered_ = ascii_iequals(h.value, "no");
@@ -710,7 +704,7 @@ void FastcgiExchange::complete(bool clean, std::string_view rest) {
   }
   release_slot();
   if (streaming_) {
-    if (send_stage() != server::Downstream::Sent::kGone) downstream_.finish();
+    if (send_stage() != handlers::Downstream::Sent::kGone) downstream_.finish();
   } else {
     response_.append_borrowed_body(body_);  // respond() copies it out before we end
     downstream_.respond(response_);
@@ -923,7 +917,7 @@ void FastcgiExchange::end() {
 
 FastcgiHandler::FastcgiHandler(const config::Route& route, const config::Site& site,
                                upstream::GroupRuntime& group, const static_files::MimeTable& mime,
-                               const server::WorkerEnv& env)
+                               const handlers::WorkerEnv& env)
     : route_(route), options_(route.fastcgi), site_(site), group_(group), env_(env) {
   root_ = options_.root.empty() ? site.static_files.root : options_.root;
   while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
@@ -948,10 +942,6 @@ FastcgiHandler::FastcgiHandler(const config::Route& route, const config::Site& s
 
 FastcgiHandler::~FastcgiHandler() {
   if (root_fd_ >= 0) ::close(root_fd_);
-}
-
-void FastcgiHandler::handle(const Request&, Response& response) {
-  response.set_status(500);
 }
 
 FastcgiHandler::Kind FastcgiHandler::stat_path(std::string_view rel_path) {
@@ -1098,7 +1088,8 @@ Target FastcgiHandler::resolve(const Request& request) {
   return target;
 }
 
-server::Exchange* FastcgiHandler::start(const Request& request, server::Downstream& downstream) {
+handlers::Exchange* FastcgiHandler::start(const Request& request,
+                                          handlers::Downstream& downstream) {
   Target target = resolve(request);
   if (target.kind == Target::Kind::kNotFound) {
     static_response_.clear();

@@ -14,8 +14,8 @@
 #include "config/config.h"
 #include "handlers/fastcgi/protocol.h"
 #include "handlers/static/static_handler.h"
+#include "handlers/stream_handler.h"
 #include "peregrine/handler.h"
-#include "server/exchange.h"
 #include "server/route_table.h"
 #include "upstream/group_runtime.h"
 
@@ -38,17 +38,15 @@ struct Target {
 bool split_default(std::string_view uri, std::string_view& script_name,
                    std::string_view& path_info);
 
-class FastcgiHandler final : public Handler, public server::StreamHandler {
+class FastcgiHandler final : public handlers::StreamHandler {
  public:
   FastcgiHandler(const config::Route& route, const config::Site& site,
                  upstream::GroupRuntime& group, const static_files::MimeTable& mime,
-                 const server::WorkerEnv& env);
+                 const handlers::WorkerEnv& env);
   ~FastcgiHandler() override;
   bool ok() const { return root_fd_ >= 0; }
 
-  // The synchronous path is never taken (the connection calls start()).
-  void handle(const Request& request, Response& response) override;
-  server::Exchange* start(const Request& request, server::Downstream& downstream) override;
+  handlers::Exchange* start(const Request& request, handlers::Downstream& downstream) override;
 
   // Pure enough to test: the path mapping against the files under the root.
   Target resolve(const Request& request);
@@ -65,7 +63,7 @@ class FastcgiHandler final : public Handler, public server::StreamHandler {
   const config::FastcgiOptions& options_;
   const config::Site& site_;
   upstream::GroupRuntime& group_;
-  server::WorkerEnv env_;
+  handlers::WorkerEnv env_;
   std::string root_;
   int root_fd_ = -1;
   bool default_split_ = false;  // split_path is config::kDefaultSplitPath: see split()

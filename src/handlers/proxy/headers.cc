@@ -3,16 +3,13 @@
 #include <algorithm>
 
 #include "core/strings.h"
+#include "http/header_names.h"
 
 namespace peregrine::proxy {
 
-namespace {
+using http::is_hop_by_hop;
 
-constexpr std::string_view kHopByHop[] = {
-    "Connection",       "Keep-Alive",         "TE",
-    "Trailer",          "Transfer-Encoding",  "Upgrade",
-    "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
-};
+namespace {
 
 // The names listed by every Connection header (comma-separated tokens, OWS around them).
 std::vector<std::string_view> connection_tokens(std::span<const HeaderView> in) {
@@ -177,24 +174,6 @@ void rewrite_header(HeaderList& headers, std::string_view name, const ResponseOp
 }
 
 }  // namespace
-
-bool is_hop_by_hop(std::string_view name) {
-  // By length first: it runs on every header of every proxied message, and most names match
-  // no entry's length.
-  switch (name.size()) {
-    case 2:
-    case 7:
-    case 10:
-    case 16:
-    case 17:
-    case 18:
-    case 19:
-      return std::any_of(std::begin(kHopByHop), std::end(kHopByHop),
-                         [&](std::string_view n) { return ascii_iequals(n, name); });
-    default:
-      return false;
-  }
-}
 
 void apply_rules(HeaderList& headers, const HeaderRules& rules) {
   for (const std::string& name : rules.remove) remove_all(headers, name);

@@ -90,9 +90,6 @@ struct ResponseOptions {
   HeaderRules rules;
 };
 
-// True for the fixed hop-by-hop names (not counting those a Connection header names).
-bool is_hop_by_hop(std::string_view name);
-
 HeaderList rewrite_request_headers(std::span<const HeaderView> in, const RequestContext& context,
                                    const RequestOptions& options);
 

@@ -19,6 +19,7 @@
 #include "core/spares.h"
 #include "core/strings.h"
 #include "event/deferred.h"
+#include "http/header_names.h"
 #include "http/http1/response_parser.h"
 
 namespace peregrine::proxy {
@@ -65,16 +66,9 @@ std::optional<std::string_view> find_cookie(std::string_view header, std::string
   return std::nullopt;
 }
 
-// Framing (Content-Length) is ours to set, and so are Date and Server (as nginx does by default).
-bool set_by_us(std::string_view name) {
-  return (name.size() == 14 && ascii_iequals(name, "Content-Length")) ||
-         (name.size() == 4 && ascii_iequals(name, "Date")) ||
-         (name.size() == 6 && ascii_iequals(name, "Server"));
-}
-
 // The field lines of a 101 head (status line first, then fields, then the empty line) as views,
-// but for the ones set_by_us(). Continuation lines (obs-fold) are dropped. (Other heads come
-// split by the response parser.)
+// but for the ones the connection sets (http::is_set_by_connection). Continuation lines (obs-fold)
+// are dropped. (Other heads come split by the response parser.)
 void split_fields(std::string_view head, std::vector<HeaderView>& out) {
   size_t nl = head.find('\n');
   head.remove_prefix(nl == std::string_view::npos ? head.size() : nl + 1);
@@ -88,7 +82,7 @@ void split_fields(std::string_view head, std::vector<HeaderView>& out) {
     size_t colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0) continue;
     std::string_view name = line.substr(0, colon);
-    if (!set_by_us(name)) out.push_back({name, trim_ows(line.substr(colon + 1))});
+    if (!http::is_set_by_connection(name)) out.push_back({name, trim_ows(line.substr(colon + 1))});
   }
 }
 
@@ -136,13 +130,13 @@ HeaderRules make_rules(const std::vector<std::string>& remove,
 // timeouts), the group (queue wake-ups) and the client connection (body bytes, writability,
 // abort). It ends itself with end(), which hands it to event::dispose_later: a later event of the
 // same batch may still reach it, and `done_` makes every entry point ignore it.
-class ProxyExchange final : public server::Exchange,
+class ProxyExchange final : public handlers::Exchange,
                             public upstream::Waiter,
                             public event::Pollable,
                             public event::Disposable,
                             public RecycledAllocation<ProxyExchange> {
  public:
-  ProxyExchange(ProxyHandler& handler, const Request& request, server::Downstream& downstream)
+  ProxyExchange(ProxyHandler& handler, const Request& request, handlers::Downstream& downstream)
       : handler_(handler),
         group_(handler.group_),
         request_(request),
@@ -243,7 +237,7 @@ class ProxyExchange final : public server::Exchange,
   ProxyHandler& handler_;
   upstream::GroupRuntime& group_;
   const Request& request_;
-  server::Downstream& downstream_;
+  handlers::Downstream& downstream_;
 
   Phase phase_ = Phase::kQueued;
   bool done_ = false;
@@ -812,8 +806,8 @@ void ProxyExchange::process_head() {
   start_response();
 }
 
-// `fields`: the response's fields but for set_by_us() ones (the handler's scratch: one worker
-// thread, no exchange re-enters this).
+// `fields`: the response's fields but for those the connection sets (the handler's scratch: one
+// worker thread, no exchange re-enters this).
 void ProxyExchange::fill_response_headers(std::vector<HeaderView>& fields, bool tunnel) {
   ResponseOptions& options = handler_.response_options_;
   options.client_origin.assign("http://");
@@ -858,7 +852,8 @@ void ProxyExchange::start_response() {
   response_.clear();
   response_.set_status(status_);
   // The parser left the fields in the handler's scratch (collect_fields, at start).
-  std::erase_if(handler_.scratch_fields_, [](const HeaderView& h) { return set_by_us(h.name); });
+  std::erase_if(handler_.scratch_fields_,
+                [](const HeaderView& h) { return http::is_set_by_connection(h.name); });
   fill_response_headers(handler_.scratch_fields_, false);
 
   if (handler_.options_.intercept_errors && status_ >= 400) {
@@ -957,14 +952,14 @@ bool ProxyExchange::deliver(std::string_view piece) {
     return true;
   }
   switch (downstream_.send_body(piece)) {
-    case server::Downstream::Sent::kMore:
+    case handlers::Downstream::Sent::kMore:
       return true;
-    case server::Downstream::Sent::kFull:
+    case handlers::Downstream::Sent::kFull:
       // Without room to spool, the rest of what is buffered (at most one read buffer) still
       // goes to the client's queue, but nothing more is read until it catches up.
       client_full_ = true;
       return true;
-    case server::Downstream::Sent::kGone:
+    case handlers::Downstream::Sent::kGone:
       client_gone();
       return false;
   }
@@ -1055,7 +1050,7 @@ void ProxyExchange::drain_spool() {
       }
       piece = std::string_view(file_scratch_.get(), static_cast<size_t>(n));
     }
-    server::Downstream::Sent sent = downstream_.send_body(piece);
+    handlers::Downstream::Sent sent = downstream_.send_body(piece);
     if (from_memory) {
       spool_off_ += piece.size();
       if (spool_off_ == spool_.size()) {
@@ -1066,11 +1061,11 @@ void ProxyExchange::drain_spool() {
       file_read_ += piece.size();
       if (file_read_ == file_write_) file_read_ = file_write_ = 0;  // reuse the file from 0
     }
-    if (sent == server::Downstream::Sent::kGone) {
+    if (sent == handlers::Downstream::Sent::kGone) {
       client_gone();
       return;
     }
-    if (sent == server::Downstream::Sent::kFull) client_full_ = true;
+    if (sent == handlers::Downstream::Sent::kFull) client_full_ = true;
   }
   if (!done_ && phase_ == Phase::kSpoolDrain && !spooled()) finish_downstream();
 }
@@ -1378,11 +1373,7 @@ void ProxyHandler::give_back_buffer(std::unique_ptr<char[]> buffer) {
   if (spare_buffers_.size() < kMaxSpareBuffers) spare_buffers_.push_back(std::move(buffer));
 }
 
-void ProxyHandler::handle(const Request&, Response& response) {
-  response.set_status(500);
-}
-
-server::Exchange* ProxyHandler::start(const Request& request, server::Downstream& downstream) {
+handlers::Exchange* ProxyHandler::start(const Request& request, handlers::Downstream& downstream) {
   auto* exchange = new ProxyExchange(*this, request, downstream);
   if (!exchange->begin()) return nullptr;  // already answered; disposed after this batch
   return exchange;

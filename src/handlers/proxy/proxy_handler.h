@@ -1,7 +1,7 @@
 // The reverse proxy: a route handler that forwards each request to a server of an upstream group
 // (upstream/group_runtime.h) over HTTP/1.1 with keep-alive, and streams the answer back through
-// the client connection (server/exchange.h). One instance per worker and route; every request in
-// flight is a ProxyExchange (proxy_handler.cc) that owns its upstream socket.
+// the client connection (handlers/stream_handler.h). One instance per worker and route; every
+// request in flight is a ProxyExchange (proxy_handler.cc) that owns its upstream socket.
 //
 // What a request goes through:
 //   slot      GroupRuntime::acquire(): a server with a free slot (or a wait in the group's queue)
@@ -24,23 +24,20 @@
 #include "event/poller.h"
 #include "event/timer_set.h"
 #include "handlers/proxy/headers.h"
+#include "handlers/stream_handler.h"
 #include "peregrine/handler.h"
-#include "server/exchange.h"
 #include "upstream/group_runtime.h"
 
 namespace peregrine::proxy {
 
 class ProxyExchange;
 
-class ProxyHandler final : public Handler, public server::StreamHandler {
+class ProxyHandler final : public handlers::StreamHandler {
  public:
   ProxyHandler(const config::Route& route, const config::Site& site, upstream::GroupRuntime& group,
                event::Poller& poller, event::TimerSet& timers, const Clock& clock);
 
-  // The synchronous path is never used for proxy routes (the connection calls start()).
-  void handle(const Request& request, Response& response) override;
-
-  server::Exchange* start(const Request& request, server::Downstream& downstream) override;
+  handlers::Exchange* start(const Request& request, handlers::Downstream& downstream) override;
 
  private:
   friend class ProxyExchange;

@@ -1,6 +1,9 @@
-// Asynchronous handlers: the FastCGI gateway and the reverse proxy answer a request later, from
-// the worker's event loop, while the connection waits. An Exchange is one such request in flight;
-// Downstream is the client connection as the exchange sees it.
+// The boundary between a client connection and an asynchronous handler. The FastCGI gateway and
+// the reverse proxy answer a request later, from the worker's event loop, while the connection
+// waits. An Exchange is one such request in flight; Downstream is the client connection as the
+// exchange sees it. server/ implements Downstream (server/connection.cc); handlers/ implement
+// StreamHandler and Exchange. Nothing here says which protocol the client speaks: an HTTP/1.1
+// connection and (later) an HTTP/2 stream are both a Downstream.
 //
 // Lifetime rules (no reference counting, no re-entrancy surprises):
 //  - The connection starts the exchange with StreamHandler::start() once the request head is
@@ -18,10 +21,13 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/clock.h"
+#include "event/poller.h"
+#include "event/timer_set.h"
 #include "peregrine/request.h"
 #include "peregrine/response.h"
 
-namespace peregrine::server {
+namespace peregrine::handlers {
 
 class Downstream {
  public:
@@ -82,4 +88,12 @@ class StreamHandler {
   virtual Exchange* start(const Request& request, Downstream& downstream) = 0;
 };
 
-}  // namespace peregrine::server
+// What a handler gets from the worker that instantiates it: its loop, its timers, its clock.
+struct WorkerEnv {
+  event::Poller& poller;
+  event::TimerSet& timers;
+  const Clock& clock;
+  int workers;
+};
+
+}  // namespace peregrine::handlers

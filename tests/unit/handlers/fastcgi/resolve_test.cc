@@ -142,7 +142,7 @@ class FastcgiResolveTest : public ::testing::Test {
   std::unique_ptr<event::Poller> poller_;
   event::TimerSet timers_;
   Clock clock_;
-  server::WorkerEnv env_;
+  handlers::WorkerEnv env_;
   config::UpstreamGroup group_;
   std::unique_ptr<upstream::GroupRuntime> runtime_;
   config::Site site_;
