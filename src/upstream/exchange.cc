@@ -127,8 +127,7 @@ void UpstreamExchange::connect(bool fresh_only) {
 
 void UpstreamExchange::connected() {
   phase_ = Phase::kActive;
-  arm_io(group_.config().send_timeout.count());
-  write_out();
+  write_out();  // sets the timer: send_timeout if blocked, read_timeout once all is out
 }
 
 void UpstreamExchange::on_ready(uint32_t readiness) {
