@@ -19,6 +19,7 @@
 #include "core/spares.h"
 #include "core/strings.h"
 #include "event/deferred.h"
+#include "handlers/proxy/body_reader.h"
 #include "http/header_names.h"
 #include "http/http1/response_parser.h"
 #include "upstream/exchange.h"
@@ -197,8 +198,7 @@ class ProxyExchange final : public upstream::UpstreamExchange,
   size_t in_len_ = 0;  // filled
   http1::ResponseParser parser_;
   http1::BodyFraming framing_ = http1::BodyFraming::kNone;
-  http1::ChunkedDecoder chunked_;
-  uint64_t remaining_ = 0;  // kLength: body bytes still to come
+  BodyReader body_reader_;
   bool keep_alive_ = false;
   bool streamed_ = false;     // send_head() was called
   bool client_full_ = false;  // send_body() said kFull: wait for on_writable()
@@ -595,9 +595,9 @@ void ProxyExchange::start_response() {
   head_received_ = true;
   status_ = h.status;
   framing_ = parser_.framing();
-  remaining_ =
+  const uint64_t length =
       framing_ == http1::BodyFraming::kLength ? static_cast<uint64_t>(h.content_length) : 0;
-  chunked_.reset();
+  body_reader_.start(framing_, length);
   keep_alive_ = framing_ != http1::BodyFraming::kClose &&
                 !(h.transfer_encoding && h.has_content_length) && !h.connection_close &&
                 (h.version_minor >= 1 || h.connection_keep_alive);
@@ -630,10 +630,9 @@ void ProxyExchange::start_response() {
       response_complete();
       return;
     case http1::BodyFraming::kLength:
-      if (remaining_ <= available.size() && remaining_ <= buffer_limit) {
-        response_.set_body(available.substr(0, remaining_));
-        in_off_ += remaining_;
-        remaining_ = 0;
+      if (length <= available.size() && length <= buffer_limit) {
+        response_.set_body(available.substr(0, length));
+        in_off_ += length;
         response_complete();
         return;
       }
@@ -666,8 +665,8 @@ void ProxyExchange::start_response() {
   }
 
   streamed_ = true;
-  int64_t length = framing_ == http1::BodyFraming::kLength ? static_cast<int64_t>(remaining_) : -1;
-  if (!downstream_.send_head(response_, length)) {
+  if (!downstream_.send_head(
+          response_, framing_ == http1::BodyFraming::kLength ? static_cast<int64_t>(length) : -1)) {
     end();
     return;
   }
@@ -828,45 +827,22 @@ void ProxyExchange::drain_spool() {
 void ProxyExchange::pump_body() {
   while (!done()) {
     std::string_view available(in_.get() + in_off_, in_len_ - in_off_);
-    switch (framing_) {
-      case http1::BodyFraming::kNone:
+    const size_t before = available.size();
+    std::string_view piece;
+    const BodyReader::Event event = body_reader_.next(available, piece);
+    in_off_ += before - available.size();
+    switch (event) {
+      case BodyReader::Event::kData:
+        if (!deliver(piece)) return;
+        continue;
+      case BodyReader::Event::kEnd:
         response_complete();
         return;
-      case http1::BodyFraming::kLength: {
-        if (remaining_ == 0) {
-          response_complete();
-          return;
-        }
-        if (available.empty()) return;
-        size_t take = available.size() < remaining_ ? available.size() : remaining_;
-        in_off_ += take;
-        remaining_ -= take;
-        if (!deliver(available.substr(0, take))) return;
-        continue;
-      }
-      case http1::BodyFraming::kChunked: {
-        http1::ChunkedDecoder::Result r = chunked_.decode(available);
-        in_off_ += r.consumed;
-        switch (r.status) {
-          case http1::ChunkedDecoder::Status::kData:
-            if (!deliver(r.data)) return;
-            continue;
-          case http1::ChunkedDecoder::Status::kDone:
-            response_complete();
-            return;
-          case http1::ChunkedDecoder::Status::kNeedMore:
-            return;
-          case http1::ChunkedDecoder::Status::kError:
-            fail(upstream::Failure::kMalformed, "invalid response", "malformed chunked body");
-            return;
-        }
+      case BodyReader::Event::kNeedMore:
         return;
-      }
-      case http1::BodyFraming::kClose:
-        if (available.empty()) return;
-        in_off_ = in_len_;
-        if (!deliver(available)) return;
-        continue;
+      case BodyReader::Event::kError:
+        fail(upstream::Failure::kMalformed, "invalid response", "malformed chunked body");
+        return;
     }
   }
 }
