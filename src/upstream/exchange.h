@@ -15,20 +15,31 @@
 //    (upstream/retry.h), the 502/504 answer;
 //  - the order of the end: close (or pool) the connection -> release the slot -> answer -> end().
 //
-// A protocol derives from it and supplies its codec and what is truly its own. The hooks:
-//  - encode the request into out_ (before start(), or whenever it likes: the base sends from
-//    out_), and body pieces from Exchange::on_body() followed by request_bytes_added();
-//  - pick_context(): what the balancer hashes on;
-//  - on_attempt(): a new try starts (another server, or a fresh connection): reset the response
-//    decoder, rewrite what names the server;
-//  - on_readable(): read the connection (receive() helps) and decode the bytes into the head
-//    (set head_received_), body pieces (Downstream::send_head()/send_body() or a buffer) and the
-//    end (complete_upstream(), then answer the client, then end());
-//  - optional: on_request_written() (all of out_ is out), on_write_error(), on_active_timeout(),
-//    on_connection_closed(), on_client_abort(), may_reuse_connection(), wait_on_full_backlog(),
-//    on_queued(), on_end().
-// An AJP13 gateway is exactly that: encode FORWARD_REQUEST and body packets, decode
-// SEND_HEADERS / SEND_BODY_CHUNK / END_RESPONSE in on_readable(); plus its config reader.
+// A protocol derives from it and supplies its codec and what is truly its own. A new protocol
+// (AJP13, say) implements exactly these, plus its config reader:
+//  1. its codec, pure and unit-tested without a socket, as fastcgi::ResponseReader and
+//     proxy::BodyReader are: request encoding into bytes, response bytes into head / body /
+//     end events;
+//  2. begin(): encode the request head into out_ (and set request_done_ when there is no body),
+//     then start();
+//  3. Exchange::on_body(): encode each body piece into out_, then return request_bytes_added();
+//  4. pick_context(): what the balancer hashes on (client address, hash key);
+//  5. on_readable(): receive() into a buffer, feed the codec, and on its events: the head
+//     (set head_received_, build response_), body pieces (buffer them or
+//     Downstream::send_head()/send_body()), the end (complete_upstream(pool), then answer the
+//     client, then end()); a malformed response or a closed connection: fail(kind, what);
+//  6. on_attempt(): a new try begins (next server, or a fresh connection after a stale pooled
+//     one): reset the codec, rewrite what names the server;
+//  7. Exchange::on_writable(): the client took what was queued: read again.
+// Optional hooks, for what only one protocol has: on_request_written() (FastCGI sends a
+// pipelined follower; the proxy's tunnel shuts its write side), on_write_error() (the proxy
+// reads an early answer), on_active_timeout() (the proxy's drain and tunnel),
+// on_connection_closed() (FastCGI requeues its follower), on_client_abort() (FCGI_ABORT_REQUEST),
+// may_reuse_connection() (the proxy sends long bodies on fresh connections),
+// wait_on_full_backlog() (php-fpm's unix socket), on_queued() (FastCGI offers the request to a
+// carrier), on_end().
+// Everything else (slots, queue, connect, stale retry, timers, write loop, replay, retry policy,
+// 502/503/504, log lines, pooling, the order of the end) is the base's, the same for all.
 //
 // Lifetime: as handlers::Exchange says. end() hands the object to event::dispose_later(); later
 // events of the same batch see phase_ == kDone and are ignored.

@@ -700,6 +700,16 @@ class GroupRuntimeConnectionTest : public GroupRuntimeTest {
     listener_ = saved;
     return c;
   }
+  // Takes every idle connection of `server` (most recently used first), checks that they are
+  // `expected`, and closes them.
+  void expect_pool_and_close(GroupRuntime& g, size_t server,
+                             const std::vector<UpstreamConnection*>& expected) {
+    std::vector<UpstreamConnection*> taken;
+    while (UpstreamConnection* c = g.take_idle(server, user_)) taken.push_back(c);
+    EXPECT_EQ(taken, expected);
+    for (UpstreamConnection* c : taken) g.close(c);
+    event::dispose_pending();
+  }
   int listener_ = -1;
   std::vector<int> listeners_;
   RecordingUser user_;
@@ -959,12 +969,7 @@ TEST_F(GroupRuntimeConnectionTest, KeepaliveLimitClosesConnectionsBeyondIt) {
   EXPECT_TRUE(peer_closed(pc));
   EXPECT_FALSE(peer_closed(pa));
   EXPECT_FALSE(peer_closed(pb));
-  EXPECT_EQ(g.take_idle(0, user_), b);
-  EXPECT_EQ(g.take_idle(0, user_), a);
-  EXPECT_EQ(g.take_idle(0, user_), nullptr);
-  g.close(a);
-  g.close(b);
-  event::dispose_pending();
+  expect_pool_and_close(g, 0, {b, a});
 }
 
 TEST_F(GroupRuntimeConnectionTest, KeepaliveZeroPoolsNothing) {
@@ -1015,12 +1020,7 @@ TEST_F(GroupRuntimeConnectionTest, IdlePlusInUseStaysWithinTheCap) {
   EXPECT_EQ(in_use(g, 0), 0u);
   EXPECT_FALSE(peer_closed(pa));
   EXPECT_FALSE(peer_closed(pb));
-  EXPECT_EQ(g.take_idle(0, user_), b);
-  EXPECT_EQ(g.take_idle(0, user_), a);
-  EXPECT_EQ(g.take_idle(0, user_), nullptr);
-  g.close(a);
-  g.close(b);
-  event::dispose_pending();
+  expect_pool_and_close(g, 0, {b, a});
 }
 
 // The exchanges' protocol played many times over: acquire (or queue), take an idle connection or
