@@ -251,39 +251,6 @@ void GroupRuntime::close(UpstreamConnection* c) {
   event::dispose_later(c);
 }
 
-int GroupRuntime::take_idle(size_t server, uint32_t* uses) {
-  UpstreamConnection* c = slots_[server].idle;
-  if (!c) return -1;
-  unlink_idle(c);
-  poller_.remove(c->fd_);
-  int fd = c->fd_;
-  *uses = c->uses_;
-  c->fd_ = -1;  // the caller owns the descriptor now
-  event::dispose_later(c);
-  return fd;
-}
-
-void GroupRuntime::put_idle(size_t server, int fd, uint32_t uses) {
-  auto* c = new UpstreamConnection;
-  c->group_ = this;
-  c->fd_ = fd;
-  c->server_ = server;
-  c->uses_ = uses > 0 ? uses - 1 : 0;  // put_idle(c) counts the request just finished
-  c->idle_timer_.owner = c;
-  // Registered like open() does, so take_idle(server, user) can hand it to any user.
-  constexpr uint32_t kInterest = event::kReadable | event::kWritable | event::kEdgeTriggered;
-  if (!poller_.add(fd, kInterest, c) && !poller_.modify(fd, kInterest, c)) {
-    ::close(fd);
-    delete c;
-    return;
-  }
-  put_idle(c);
-}
-
-size_t GroupRuntime::idle(size_t server) const {
-  return slots_[server].idle_count;
-}
-
 void GroupRuntime::report_failure(size_t server, const char* what) {
   // A lone server is never taken out (as in nginx): refusing every request for fail_timeout
   // would only turn a blip into an outage, since there is nowhere else to go.

@@ -142,11 +142,6 @@ class GroupRuntime {
   // Closes `c` (freed after the current batch of events).
   void close(UpstreamConnection* c);
 
-  // The same for callers that manage the descriptor themselves (its poller registration moves
-  // with it): -1 when the pool is empty.
-  int take_idle(size_t server, uint32_t* uses);
-  void put_idle(size_t server, int fd, uint32_t uses);
-
   // Passive health with a log line when a server goes down. `what` says what failed.
   void report_failure(size_t server, const char* what);
   void report_success(size_t server) { upstream_.group().report_success(server); }
@@ -154,11 +149,9 @@ class GroupRuntime {
   // Active health checks set this; logs changes.
   void set_probe_up(size_t server, bool up);
 
-  size_t in_use(size_t server) const { return slots_[server].in_use; }
   // This worker's share of the server's max_conns; 0 = unlimited.
   uint32_t cap(size_t server) const { return slots_[server].cap; }
   size_t queued() const { return queued_; }
-  size_t idle(size_t server) const;
 
  private:
   struct Slots {

@@ -754,6 +754,72 @@ class MalformedResponseTest(FastcgiTestCase):
         self.check_502("closed", b"")
 
 
+class SilentBackend(UnixPeer):
+    """Reads each request and never answers, until the server gives up and closes: a hung
+    back end, which no php-fpm can be made into on demand."""
+
+    def __init__(self, path):
+        self.requests = 0
+        super().__init__(path, threaded=True)
+
+    def handle(self, conn, number):
+        conn.settimeout(10)
+        if read_request(conn, b"") is None:
+            return
+        with self.lock:
+            self.requests += 1
+        conn.recv(1)  # returns when the server closes the connection
+
+
+class ReadTimeoutRetryTest(FastcgiTestCase):
+    """docs/configuration.md, `tries`: an idempotent request is sent to the next server after an
+    error or timeout before any byte of the response reached the client; other requests are not
+    (the back end may have acted on them)."""
+
+    php_children = 2
+
+    def start_behind_silent(self, tries=3):
+        """A group whose primary never answers; php-fpm is the backup, asked only after it."""
+        path = os.path.join(self.tmp, "silent.sock")
+        silent = SilentBackend(path)
+        self.addCleanup(silent.close)
+        top = (f'[[upstream]]\nname = "php"\nread_timeout = "500ms"\ntries = {tries}\n\n'
+               f'[[upstream.server]]\naddress = {q("unix:" + path)}\nmax_conns = 4\n\n'
+               f'[[upstream.server]]\naddress = {q(self.fpm.address)}\nmax_conns = 4\nbackup = true\n')
+        routes = PHP_ROUTE.format(extra="") + APP_ROUTE + STATIC_ROUTE
+        return self.start_config(make_config(self.root, top=top, routes=routes)), silent, path
+
+    def test_get_is_retried_on_the_next_server_after_a_read_timeout(self):
+        srv, silent, path = self.start_behind_silent()
+        start = time.monotonic()
+        status, _, body = self.get(srv.port, "/hello.php")
+        elapsed = time.monotonic() - start
+        self.assertEqual((status, body), (200, HELLO))
+        self.assertGreaterEqual(elapsed, 0.45, "the silent server was asked first")
+        self.assertLess(elapsed, 2.5)
+        self.assertEqual(silent.requests, 1)
+        self.wait_for(lambda: f"upstream unix:{path}" in srv.stderr()
+                      and "timed out waiting for the response" in srv.stderr(),
+                      msg=f"the timeout's log line\n{srv.stderr()[-2000:]}")
+
+    def test_post_is_not_retried_after_a_read_timeout(self):
+        srv, silent, _ = self.start_behind_silent()
+        status, _, _ = self.http(srv.port, "POST", "/hello.php", body=b"a=1",
+                                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+        self.assertEqual(status, 504)
+        self.assertEqual(silent.requests, 1)
+        time.sleep(0.2)
+        self.assertEqual(self.fpm.access_lines(), [], "php-fpm never saw the POST")
+
+    def test_one_try_answers_504(self):
+        srv, silent, _ = self.start_behind_silent(tries=1)
+        status, _, _ = self.get(srv.port, "/hello.php")
+        self.assertEqual(status, 504)
+        self.assertEqual(silent.requests, 1)
+        time.sleep(0.2)
+        self.assertEqual(self.fpm.access_lines(), [])
+
+
 class LifecycleTest(FastcgiTestCase):
     """Pipelining, reload and graceful stop with PHP requests in flight."""
 

@@ -375,7 +375,7 @@ class TestHealth(ProxyTestCase):
         self.assertLess(time.monotonic() - started, 0.5)
         log = srv.stderr()
         self.assertEqual(log.count("): connect failed"), 2, log)  # no connect for the second
-        self.assertIn('no server of upstream group "app" is available', log)
+        self.assertIn('upstream group "app": no server available', log)
 
 
 class TestRetries(ProxyTestCase):

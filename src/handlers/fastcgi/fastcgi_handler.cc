@@ -21,6 +21,7 @@
 #include "handlers/fastcgi/protocol.h"
 #include "http/header_names.h"
 #include "http/status.h"
+#include "upstream/exchange.h"
 
 namespace peregrine::fastcgi {
 
@@ -28,11 +29,8 @@ namespace {
 
 constexpr uint16_t kRequestId = 1;
 constexpr size_t kReadChunk = 64 * 1024;
-constexpr size_t kStdinHighWater = 128 * 1024;  // encoded body waiting for php-fpm: pause beyond
-constexpr int64_t kBacklogRetryMs = 5;       // php-fpm's listen backlog full: try again this soon
-constexpr size_t kReplayLimit = 256 * 1024;  // request bytes kept for a retry
-constexpr size_t kPipelineMax = 16 * 1024;   // larger requests are not sent ahead
-constexpr size_t kPipelineScan = 8;          // queued requests looked at for one to send ahead
+constexpr size_t kPipelineMax = 16 * 1024;  // larger requests are not sent ahead
+constexpr size_t kPipelineScan = 8;         // queued requests looked at for one to send ahead
 // A streamed body is sent in pieces of up to fastcgi_buffer; bytes that wait for more are sent
 // at the latest this long after they arrived (a script that trickles its output).
 constexpr int64_t kStreamFlushMs = 50;
@@ -62,7 +60,9 @@ std::string expand(std::string_view pattern, std::string_view uri, std::string_v
 struct ResponseBody;  // tag: recycled response-body buffers (up to fastcgi_buffer and more)
 
 // ---------------------------------------------------------------------------------------------
-// One request in flight to php-fpm.
+// One request in flight to php-fpm: the FastCGI codec on the shared upstream exchange
+// (upstream/exchange.h), plus what only FastCGI has: pipelining, the backlog wait, the chunked
+// body collected for CONTENT_LENGTH, the staged stream and FCGI_ABORT_REQUEST.
 //
 // Pipelining: php-fpm reads the requests of a kept connection one after the other, so a
 // GET/HEAD request that would wait in the group's queue is sent right behind the request in
@@ -70,33 +70,24 @@ struct ResponseBody;  // tag: recycled response-body buffers (up to fastcgi_buff
 // we hear of it and write again. The follower holds no slot: when its carrier ends cleanly it
 // inherits the carrier's connection and slot; when the carrier's connection is lost it goes back
 // to the front of the queue (php-fpm never started it, so even a retry is safe).
-class FastcgiExchange final : public handlers::Exchange,
-                              public event::Pollable,
-                              public upstream::Waiter,
-                              public event::Disposable,
+class FastcgiExchange final : public upstream::UpstreamExchange,
                               public RecycledAllocation<FastcgiExchange> {
  public:
   FastcgiExchange(FastcgiHandler& handler, const Request& request, handlers::Downstream& downstream,
                   Target target)
-      : handler_(handler),
-        group_(handler.group_),
-        request_(request),
-        downstream_(downstream),
+      : UpstreamExchange("fastcgi", handler.group_, request, downstream, handler.env_.timers,
+                         handler.env_.clock),
+        handler_(handler),
         target_(std::move(target)),
-        head_parser_(CgiHeadParser::kDefaultMaxHead) {
-    io_timer_owner_.exchange = this;
-    io_timer_.owner = &io_timer_owner_;
+        reader_(kRequestId) {
     flush_timer_owner_.exchange = this;
     flush_timer_.owner = &flush_timer_owner_;
-    Spares<std::string>::take(out_);  // body buffers are taken when a body starts
-    Spares<Response>::take(response_);
+    // body buffers are taken when a body starts
   }
 
   ~FastcgiExchange() override {
-    Spares<std::string>::give(out_);
     Spares<std::string, ResponseBody>::give(body_);
     Spares<std::string, ResponseBody>::give(stage_);
-    Spares<Response>::give(response_);
   }
 
   // Returns false when the exchange already ended (answered or failed).
@@ -105,85 +96,52 @@ class FastcgiExchange final : public handlers::Exchange,
   // handlers::Exchange
   bool on_body(std::string_view bytes, bool last) override;
   void on_writable() override;
-  void on_abort() override;
-
-  // event::Pollable
-  void on_ready(uint32_t readiness) override;
-
-  // upstream::Waiter
-  void on_slot_ready() override;
-  void on_queue_timeout() override;
 
   // Whether this queued request may be sent behind another on a connection to `server`.
   bool can_follow(size_t server) const;
 
  private:
-  // kFollowing: sent on the connection of the request in progress (carrier_), waiting for it.
-  enum class Phase : uint8_t { kCollecting, kQueued, kConnecting, kActive, kFollowing, kDone };
-  struct IoTimerOwner final : event::TimerOwner {
-    FastcgiExchange* exchange = nullptr;
-    void on_timeout() override { exchange->on_io_timeout(); }
-  };
   struct FlushTimerOwner final : event::TimerOwner {
     FastcgiExchange* exchange = nullptr;
     void on_timeout() override { exchange->on_flush_timeout(); }
   };
 
-  bool try_acquire(bool first_in_line = false);
-  void connect_upstream();
+  // upstream::UpstreamExchange hooks.
+  upstream::PickContext pick_context() override;
+  void on_readable() override { read_upstream(); }
+  void on_attempt() override;
+  void on_request_written() override;
+  void on_connection_closed() override;
+  void on_client_abort() override;
+  bool wait_on_full_backlog() const override { return true; }
+  void on_queued() override { offer_to_carriers(); }
+  void on_end() override;
+
   void take_follower();
   void list_as_carrier(bool open);
   void offer_to_carriers();
   void take_over(FastcgiExchange& carrier, bool response_started);
   void requeue();
-  void on_connected();
   void encode_request_head();
-  bool write_upstream();
   void read_upstream(std::string_view first = {}, bool drained = false);
   bool process_input(std::string_view& input);
   bool decode_input(std::string_view& input);
   bool flush_stage();
   handlers::Downstream::Sent send_stage();
-  bool handle_stdout(std::string_view data);
-  bool start_streaming();
+  void start_head();
+  bool handle_body(std::string_view data);
   void complete(bool clean, std::string_view rest);
-  void upstream_failed(int status, const char* what, bool retryable);
-  void on_io_timeout();
   void on_flush_timeout();
-  void arm_io_timer(config::Millis timeout);
-  void close_upstream();
-  void release_slot();
-  void end();
-  const config::UpstreamServer& server() const { return group_.server(server_); }
 
   FastcgiHandler& handler_;
-  upstream::GroupRuntime& group_;
-  const Request& request_;
-  handlers::Downstream& downstream_;
   Target target_;
-  Phase phase_ = Phase::kCollecting;
-  upstream::TriedSet tried_;
-  size_t server_ = 0;
-  bool has_slot_ = false;
-  upstream::UpstreamConnection* conn_ = nullptr;
-  int64_t started_ms_ = 0;
-  event::TimerNode io_timer_;
-  IoTimerOwner io_timer_owner_;
+  std::string client_ip_;         // ip_hash only: the balancer's key
   event::TimerNode flush_timer_;  // streaming: staged bytes wait no longer than kStreamFlushMs
   FlushTimerOwner flush_timer_owner_;
 
-  // Request side: encoded records waiting for the socket.
-  std::string out_;
-  size_t out_sent_ = 0;
-  bool stdin_done_ = false;
-  bool body_paused_ = false;  // we told the connection to stop sending body bytes
-  std::string chunked_body_;  // chunked requests: the whole body, to know CONTENT_LENGTH
-  bool any_response_byte_ = false;
-  // out_ still holds every byte of the request written so far, so it can be sent again on a
-  // fresh connection (a pooled one turned out stale, or the next server). Dropped beyond a size.
-  bool replayable_ = true;
+  // Request side.
+  std::string chunked_body_;             // chunked requests: the whole body, to know CONTENT_LENGTH
   bool keep_conn_ = false;               // FCGI_KEEP_CONN was asked for
-  bool sent_any_ = false;                // some of the request reached a back end
   FastcgiExchange* follower_ = nullptr;  // the request sent behind this one on conn_
   FastcgiExchange* carrier_ = nullptr;   // kFollowing: the request this one is sent behind
   // Links in handler_.carriers_ while this request could carry a follower but has none.
@@ -191,118 +149,48 @@ class FastcgiExchange final : public handlers::Exchange,
   FastcgiExchange* carriers_next_ = nullptr;
   bool listed_as_carrier_ = false;
   bool reuse_conn_ = true;  // false once conn_ carries bytes no one will read (a follower left)
-  // conn_ reported a hang-up (php-fpm's child ends after pm.max_requests: it shuts its side down
-  // with the last answer, and edge-triggered epoll says so only once): never pooled after us.
-  bool upstream_hung_up_ = false;
   bool socket_drained_ = false;  // the last read from conn_ emptied it (see read_upstream)
 
   // Response side.
   // Bytes read but not yet decoded because the client was full. Reads go to the handler's
   // shared buffer; only a paused remainder is copied here.
   std::string leftover_;
-  Decoder decoder_{kRequestId};
-  CgiHeadParser head_parser_;
-  bool head_done_ = false;
+  ResponseReader reader_;
   bool streaming_ = false;
   bool unbuffered_ = false;   // X-Accel-Buffering: no (server-sent events): every read goes out
   bool head_sent_ = false;    // streaming: the head went out (with the first staged bytes)
   bool client_full_ = false;  // send_body() said kFull: stop reading php-fpm
   std::string body_;          // buffered response body (up to buffer_bytes)
   std::string stage_;         // streamed body bytes not sent yet (up to fastcgi_buffer)
-  Response response_;
 };
 
 bool FastcgiExchange::begin() {
-  started_ms_ = handler_.env_.clock.monotonic_ms;
-  tried_ = upstream::TriedSet(group_.config().servers.size());
+  if (group_config().balance == config::Balance::kIpHash)
+    client_ip_ = AddressText(request_.peer).ip_view();
   if (request_.chunked) {  // PHP needs CONTENT_LENGTH: read the whole body first (bounded)
-    phase_ = Phase::kCollecting;
+    started_ms_ = now_ms();
     return true;
   }
   encode_request_head();
-  return try_acquire();
+  return start();
 }
 
-bool FastcgiExchange::try_acquire(bool first_in_line) {
-  AddressText client(group_.config().balance == config::Balance::kIpHash ? request_.peer : nullptr);
-  upstream::PickContext context{handler_.env_.clock.monotonic_ms, client.ip_view(), request_.path};
-  switch (group_.acquire(context, tried_, *this, &server_, first_in_line)) {
-    case upstream::GroupRuntime::Acquire::kReady:
-      has_slot_ = true;
-      tried_.insert(server_);
-      connect_upstream();
-      return phase_ != Phase::kDone;
-    case upstream::GroupRuntime::Acquire::kQueued:
-      phase_ = Phase::kQueued;
-      offer_to_carriers();
-      return true;
-    case upstream::GroupRuntime::Acquire::kQueueFull:
-      LOG_WARN("fastcgi upstream %s: wait queue full (%zu), answering 503 to %.*s",
-               group_.config().name.c_str(), group_.queued(),
-               static_cast<int>(request_.target.size()), request_.target.data());
-      phase_ = Phase::kDone;
-      downstream_.fail(503);
-      end();
-      return false;
-    case upstream::GroupRuntime::Acquire::kUnavailable:
-      LOG_ERROR("fastcgi upstream %s: no server available for %.*s", group_.config().name.c_str(),
-                static_cast<int>(request_.target.size()), request_.target.data());
-      phase_ = Phase::kDone;
-      downstream_.fail(502);
-      end();
-      return false;
+upstream::PickContext FastcgiExchange::pick_context() {
+  return upstream::PickContext{now_ms(), client_ip_, request_.path};
+}
+
+void FastcgiExchange::on_attempt() {
+  // A retry reads a new response from its start (the client saw nothing of the last one).
+  if (got_byte_ || reader_.head_done()) {
+    reader_.reset();
+    response_.clear();
+    body_.clear();
+    stage_.clear();
+    leftover_.clear();
+    streaming_ = unbuffered_ = head_sent_ = client_full_ = false;
+    event::TimerList::disarm(flush_timer_);
   }
-  return false;
-}
-
-void FastcgiExchange::on_slot_ready() {
-  if (phase_ != Phase::kQueued) return;
-  try_acquire();
-}
-
-void FastcgiExchange::on_queue_timeout() {
-  if (phase_ != Phase::kQueued && phase_ != Phase::kConnecting && phase_ != Phase::kFollowing)
-    return;
-  LOG_WARN("fastcgi upstream %s: %.*s waited %lld ms for a free php-fpm slot: 503",
-           group_.config().name.c_str(), static_cast<int>(request_.target.size()),
-           request_.target.data(), static_cast<long long>(group_.config().queue_timeout.count()));
-  close_upstream();
-  release_slot();
-  phase_ = Phase::kDone;
-  downstream_.fail(503);
-  end();
-}
-
-void FastcgiExchange::connect_upstream() {
-  phase_ = Phase::kConnecting;
-  conn_ = group_.take_idle(server_, *this);
-  if (conn_) {
-    on_connected();
-    return;
-  }
-  conn_ = group_.open(server_, *this);
-  if (!conn_) {
-    if (errno == EAGAIN) {
-      // php-fpm's listen backlog is full: keep the request waiting (bounded by queue_timeout)
-      // instead of failing it, like a queued one.
-      if (handler_.env_.clock.monotonic_ms - started_ms_ >= group_.config().queue_timeout.count()) {
-        on_queue_timeout();
-        return;
-      }
-      handler_.env_.timers.arm(io_timer_, kBacklogRetryMs, handler_.env_.clock.monotonic_ms);
-      return;
-    }
-    upstream_failed(502, std::strerror(errno), true);
-    return;
-  }
-  arm_io_timer(group_.config().connect_timeout);
-  // Writability tells us the connect finished; on_ready() then calls on_connected().
-}
-
-void FastcgiExchange::on_connected() {
-  phase_ = Phase::kActive;
-  arm_io_timer(group_.config().send_timeout);
-  write_upstream();
+  reuse_conn_ = true;
 }
 
 void FastcgiExchange::encode_request_head() {
@@ -313,7 +201,7 @@ void FastcgiExchange::encode_request_head() {
   // Keep the connection only under a cap (see UpstreamServer::max_conns): otherwise idle
   // connections could hold every php-fpm child while requests of another worker wait for one.
   keep_conn_ = true;
-  for (size_t i = 0; i < group_.config().servers.size(); ++i)
+  for (size_t i = 0; i < group_config().servers.size(); ++i)
     if (group_.cap(i) == 0) keep_conn_ = false;
   append_begin_request(out, kRequestId, keep_conn_);
   ParamsBuilder& params = handler_.params_;
@@ -369,95 +257,34 @@ void FastcgiExchange::encode_request_head() {
   append_params_end(out, kRequestId);
   if (!r.has_body()) {
     append_stdin_end(out, kRequestId);
-    stdin_done_ = true;
+    request_done_ = true;
   } else if (r.chunked) {
     append_stdin(out, kRequestId, chunked_body_);
     append_stdin_end(out, kRequestId);
-    stdin_done_ = true;
+    request_done_ = true;
     std::string().swap(chunked_body_);
   }
 }
 
 bool FastcgiExchange::on_body(std::string_view bytes, bool last) {
   if (phase_ == Phase::kDone) return false;
-  if (phase_ == Phase::kCollecting) {  // chunked request body: collect, then go
+  if (phase_ == Phase::kStarting) {  // chunked request body: collect, then go
     chunked_body_.append(bytes);
     if (!last) return true;
     encode_request_head();
-    try_acquire();
+    start();
     return true;
-  }
-  if (!replayable_ && out_sent_ == out_.size()) {  // reuse the buffer's start
-    out_.clear();
-    out_sent_ = 0;
   }
   if (!bytes.empty()) append_stdin(out_, kRequestId, bytes);
   if (last) {
     append_stdin_end(out_, kRequestId);
-    stdin_done_ = true;
+    request_done_ = true;
   }
-  if (phase_ == Phase::kActive && !write_upstream()) return false;
-  if (out_.size() - out_sent_ > kStdinHighWater) {
-    body_paused_ = true;
-    return false;
-  }
-  return true;
+  return request_bytes_added();
 }
 
-// Writes what is encoded. Returns false when the exchange failed (and ended).
-bool FastcgiExchange::write_upstream() {
-  while (out_sent_ < out_.size()) {
-    ssize_t n = ::send(conn_->fd(), out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL);
-    if (n > 0) {
-      out_sent_ += static_cast<size_t>(n);
-      sent_any_ = true;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) {
-      conn_->watch_writable(true);
-      arm_io_timer(group_.config().send_timeout);
-      return true;
-    }
-    // A pooled connection php-fpm closed meanwhile: retry on a fresh one, not a failure.
-    upstream_failed(502, n < 0 ? std::strerror(errno) : "connection closed", true);
-    return false;
-  }
-  conn_->watch_writable(false);
-  if (!replayable_ || any_response_byte_ || out_.size() > kReplayLimit) {
-    out_.clear();
-    out_sent_ = 0;
-    replayable_ = false;
-  }
-  if (stdin_done_) {
-    arm_io_timer(group_.config().read_timeout);
-    take_follower();
-  }
-  if (body_paused_) {
-    body_paused_ = false;
-    downstream_.resume_body();  // may call on_body() (and end us): nothing after this
-    return phase_ != Phase::kDone;
-  }
-  return true;
-}
-
-void FastcgiExchange::on_ready(uint32_t readiness) {
-  if (phase_ == Phase::kDone || !conn_) return;
-  if (readiness & event::kHangup) upstream_hung_up_ = true;
-  if (phase_ == Phase::kConnecting) {
-    int error = upstream::connect_result(conn_->fd());
-    if (error != 0) {
-      upstream_failed(502, std::strerror(error), true);
-      return;
-    }
-    if (!(readiness & (event::kOut | event::kIn | event::kHangup))) return;
-    on_connected();
-    if (phase_ != Phase::kActive) return;
-  }
-  if (readiness & event::kOut) {
-    if (out_sent_ < out_.size() && !write_upstream()) return;
-  }
-  if (readiness & (event::kIn | event::kHangup)) read_upstream();
+void FastcgiExchange::on_request_written() {
+  if (request_done_) take_follower();
 }
 
 // `first`: bytes read for us before we could read (our carrier's last read): decoded first.
@@ -478,22 +305,19 @@ void FastcgiExchange::read_upstream(std::string_view first, bool drained) {
     } else {
       // What arrives after a read that emptied the socket raises a new (edge-triggered) event,
       // so reading again would only find EAGAIN; not so for a hang-up seen before the read.
-      if (socket_drained_ && !upstream_hung_up_) return;
-      ssize_t n = ::recv(conn_->fd(), buffer, kReadChunk, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EAGAIN) return;
-      if (n <= 0) {  // EOF or an error before END_REQUEST
-        if (!any_response_byte_)
-          upstream_failed(502, n < 0 ? std::strerror(errno) : "connection closed before a response",
-                          true);
-        else
-          upstream_failed(502, n < 0 ? std::strerror(errno) : "connection closed mid-response",
-                          false);
+      if (socket_drained_ && !hung_up_) return;
+      ssize_t n = receive(buffer, kReadChunk);
+      if (n == 0) return;
+      if (n < 0) {  // EOF or an error before END_REQUEST
+        const char* detail = errno != 0 ? std::strerror(errno) : "";
+        fail(upstream::Failure::kReset,
+             reader_.head_done() ? "connection closed mid-response"
+                                 : "connection closed before a response",
+             detail);
         return;
       }
-      any_response_byte_ = true;
       socket_drained_ = static_cast<size_t>(n) < kReadChunk;  // a stream socket read short
-      arm_io_timer(group_.config().read_timeout);
+      arm_io(group_config().read_timeout.count());
       input = std::string_view(buffer, static_cast<size_t>(n));
     }
     if (!process_input(input)) {
@@ -512,7 +336,7 @@ bool FastcgiExchange::process_input(std::string_view& input) {
   if (phase_ == Phase::kDone) return false;
   if (head_sent_ && !unbuffered_ && stage_.size() < handler_.options_.buffer_bytes) {
     if (!stage_.empty() && !flush_timer_.armed())
-      handler_.env_.timers.arm(flush_timer_, kStreamFlushMs, handler_.env_.clock.monotonic_ms);
+      timers_.arm(flush_timer_, kStreamFlushMs, now_ms());
     return go_on;
   }
   return flush_stage() && go_on;
@@ -545,100 +369,80 @@ bool FastcgiExchange::flush_stage() {
       client_full_ = true;
       return false;
     case handlers::Downstream::Sent::kGone:
-      close_upstream();
-      release_slot();
-      phase_ = Phase::kDone;
-      end();
+      end();  // closes the connection (mid-response: never pooled) and frees the slot
       return false;
   }
   return true;
 }
 
 bool FastcgiExchange::decode_input(std::string_view& input) {
-  while (!input.empty()) {
-    size_t used = 0;
-    Record record;
-    Decoder::Status status = decoder_.decode(input, used, record);
-    input.remove_prefix(used);
-    if (status == Decoder::Status::kNeedMore) return true;
-    if (status == Decoder::Status::kError) {
-      LOG_ERROR("fastcgi upstream %s (%s): malformed record (%s) for %.*s",
-                group_.config().name.c_str(), server().address.c_str(), to_string(decoder_.error()),
-                static_cast<int>(request_.target.size()), request_.target.data());
-      upstream_failed(502, "malformed record", false);
-      return false;
-    }
-    switch (record.type) {
-      case RecordType::kStdout:
-        if (record.end_of_stream) break;  // END_REQUEST follows
-        if (!handle_stdout(record.data)) return false;
+  for (;;) {
+    std::string_view data;
+    switch (reader_.next(input, data)) {
+      case ResponseReader::Event::kNeedMore:
+        return true;
+      case ResponseReader::Event::kHead:
+        start_head();
         break;
-      case RecordType::kStderr: {
-        std::string_view text = record.data;
-        while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.remove_suffix(1);
-        if (!text.empty())
+      case ResponseReader::Event::kBody:
+        if (!handle_body(data)) return false;
+        break;
+      case ResponseReader::Event::kStderr:
+        while (!data.empty() && (data.back() == '\n' || data.back() == '\r')) data.remove_suffix(1);
+        if (!data.empty())
           LOG_WARN("fastcgi %s stderr for \"%.*s %.*s\": %.*s", server().address.c_str(),
                    static_cast<int>(request_.method_text.size()), request_.method_text.data(),
                    static_cast<int>(request_.target.size()), request_.target.data(),
-                   static_cast<int>(text.size()), text.data());
+                   static_cast<int>(data.size()), data.data());
         break;
-      }
-      case RecordType::kEndRequest:
-        if (record.protocol_status != ProtocolStatus::kRequestComplete) {
-          const char* why = record.protocol_status == ProtocolStatus::kOverloaded
-                                ? "overloaded"
-                                : "refused the request";
-          upstream_failed(502, why, false);
+      case ResponseReader::Event::kEnd:
+        if (reader_.end_status() != ProtocolStatus::kRequestComplete) {
+          fail(upstream::Failure::kReset, reader_.end_status() == ProtocolStatus::kOverloaded
+                                              ? "overloaded"
+                                              : "refused the request");
           return false;
         }
         complete(
-            keep_conn_ && decoder_.at_record_boundary() && stdin_done_ && out_sent_ == out_.size(),
+            keep_conn_ && reader_.at_record_boundary() && request_done_ && out_sent_ == out_.size(),
             input);
         return false;
-      default:
-        break;  // GET_VALUES_RESULT / UNKNOWN_TYPE: nothing we asked for
+      case ResponseReader::Event::kError:
+        fail(upstream::Failure::kMalformed,
+             reader_.head_done() ? "malformed record" : "bad response head", reader_.error());
+        return false;
     }
-    if (phase_ == Phase::kDone) return false;
-    if (client_full_) return false;
+    if (phase_ == Phase::kDone || client_full_) return false;
   }
-  return true;
 }
 
-bool FastcgiExchange::handle_stdout(std::string_view data) {
-  if (!head_done_) {
-    size_t used = 0;
-    CgiHeadParser::Status status = head_parser_.feed(data, used);
-    if (status == CgiHeadParser::Status::kError) {
-      LOG_ERROR("fastcgi upstream %s (%s): bad response head (%s) for %.*s",
-                group_.config().name.c_str(), server().address.c_str(),
-                to_string(head_parser_.error()), static_cast<int>(request_.target.size()),
-                request_.target.data());
-      upstream_failed(502, "bad response head", false);
-      return false;
+void FastcgiExchange::start_head() {
+  head_received_ = true;
+  if (body_.capacity() == 0) Spares<std::string, ResponseBody>::take(body_);
+  if (stage_.capacity() == 0) Spares<std::string, ResponseBody>::take(stage_);
+  const CgiHead& head = reader_.head();
+  response_.set_status(head.status);
+  if (head.has_content_type) response_.add_header("Content-Type", head.content_type);
+  if (!head.location.empty()) response_.add_header("Location", head.location);
+  for (const CgiHeader& h : head.headers) {
+    if (http::is_hop_by_hop(h.name) || http::is_framing(h.name)) continue;
+    if (ascii_iequals(h.name,
+                      "X-Accel-Buffering")) {  // for us (nginx's convention), not the client
+      unbuffered_ = ascii_iequals(h.value, "no");
+      continue;
     }
-    if (status == CgiHeadParser::Status::kNeedMore) return true;
-    head_done_ = true;
-    Spares<std::string, ResponseBody>::take(body_);
-    Spares<std::string, ResponseBody>::take(stage_);
-    const CgiHead& head = head_parser_.head();
-    response_.set_status(head.status);
-    if (head.has_content_type) response_.add_header("Content-Type", head.content_type);
-    if (!head.location.empty()) response_.add_header("Location", head.location);
-    for (const CgiHeader& h : head.headers) {
-      if (http::is_hop_by_hop(h.name) || http::is_framing(h.name)) continue;
-      if (ascii_iequals(h.name,
-                        "X-Accel-Buffering")) {  // for us (nginx's convention), not the client
-        unbuffered_ = ascii_iequals(h.value, "no");
-        continue;
-      }
-      if (!response_.add_header(h.name, h.value))
-        LOG_WARN("fastcgi %s: dropped an invalid response header %.*s", server().address.c_str(),
-                 static_cast<int>(h.name.size()), h.name.data());
-    }
-    data.remove_prefix(used);
-    if (unbuffered_) start_streaming();  // the head goes out now, without waiting for a body
+    if (!response_.add_header(h.name, h.value))
+      LOG_WARN("fastcgi %s: dropped an invalid response header %.*s", server().address.c_str(),
+               static_cast<int>(h.name.size()), h.name.data());
   }
-  if (data.empty()) return true;
+  // The head goes out now, without waiting for a body. From now on the body streams (no
+  // length); body_ keeps the stage's buffer: both go back to the spares.
+  if (unbuffered_) {
+    streaming_ = true;
+    stage_.swap(body_);
+  }
+}
+
+bool FastcgiExchange::handle_body(std::string_view data) {
   if (!streaming_) {
     const size_t size = body_.size() + data.size();
     if (size <= handler_.options_.buffer_bytes) {
@@ -650,17 +454,12 @@ bool FastcgiExchange::handle_stdout(std::string_view data) {
       body_.append(data);
       return true;
     }
-    if (!start_streaming()) return false;
+    // The body outgrew the buffer: from now on it streams (no length). The head goes out with
+    // the first staged bytes, in the same send.
+    streaming_ = true;
+    stage_.swap(body_);
   }
   stage_.append(data);
-  return true;
-}
-
-// The body outgrew the buffer: from now on it streams (no length). The head goes out with the
-// first staged bytes, in the same send.
-bool FastcgiExchange::start_streaming() {
-  streaming_ = true;
-  stage_.swap(body_);  // body_ keeps the stage's buffer: both go back to the spares
   return true;
 }
 
@@ -668,41 +467,32 @@ void FastcgiExchange::on_writable() {
   if (phase_ != Phase::kActive || !client_full_) return;
   client_full_ = false;
   if (!stage_.empty() && !flush_timer_.armed())  // the flush timer fired while the client was full
-    handler_.env_.timers.arm(flush_timer_, kStreamFlushMs, handler_.env_.clock.monotonic_ms);
+    timers_.arm(flush_timer_, kStreamFlushMs, now_ms());
   read_upstream();
 }
 
 // `clean`: the connection is at a request boundary and may carry another request; `rest`: the
 // bytes read after END_REQUEST (the follower's response, or junk when there is none).
 void FastcgiExchange::complete(bool clean, std::string_view rest) {
-  phase_ = Phase::kDone;
-  event::TimerList::disarm(io_timer_);
-  if (!head_done_) {
-    LOG_ERROR("fastcgi upstream %s (%s): the script ended without a response head for %.*s",
-              group_.config().name.c_str(), server().address.c_str(),
-              static_cast<int>(request_.target.size()), request_.target.data());
-    close_upstream();
-    release_slot();
-    downstream_.fail(502);
-    end();
+  phase_ = Phase::kDone;  // nothing reads the connection for us any more
+  disarm_io();
+  if (!reader_.head_done()) {
+    log_failure("the script ended without a response head");
+    abandon(502);
     return;
   }
-  group_.report_success(server_);
   if (clean && reuse_conn_ && follower_) {
     // The connection and the slot go on to the follower. It decodes `rest` at once, before
     // anything else may read into the buffer `rest` lies in.
+    group_.report_success(server_);
     FastcgiExchange* next = std::exchange(follower_, nullptr);
     next->take_over(*this, !rest.empty());
     conn_ = nullptr;
     has_slot_ = false;
     next->read_upstream(rest, socket_drained_);
-  } else if (clean && reuse_conn_ && rest.empty() && !upstream_hung_up_) {
-    group_.put_idle(conn_);
-    conn_ = nullptr;
   } else {
-    close_upstream();
+    complete_upstream(clean && reuse_conn_ && rest.empty());
   }
-  release_slot();
   if (streaming_) {
     if (send_stage() != handlers::Downstream::Sent::kGone) downstream_.finish();
   } else {
@@ -713,7 +503,7 @@ void FastcgiExchange::complete(bool clean, std::string_view rest) {
 }
 
 bool FastcgiExchange::can_follow(size_t server) const {
-  return phase_ == Phase::kQueued && keep_conn_ && stdin_done_ && out_.size() <= kPipelineMax &&
+  return phase_ == Phase::kQueued && keep_conn_ && request_done_ && out_.size() <= kPipelineMax &&
          (request_.method == Method::kGet || request_.method == Method::kHead) &&
          handler_.options_.pipelining && !tried_.contains(server);
 }
@@ -723,7 +513,7 @@ bool FastcgiExchange::can_follow(size_t server) const {
 // after us, and the follower goes back to the queue when we end).
 void FastcgiExchange::take_follower() {
   if (follower_ || !keep_conn_ || !reuse_conn_ || !conn_ || phase_ != Phase::kActive ||
-      !handler_.options_.pipelining || conn_->uses() + 2 > group_.config().keepalive_requests) {
+      !handler_.options_.pipelining || conn_->uses() + 2 > group_config().keepalive_requests) {
     list_as_carrier(false);
     return;
   }
@@ -788,15 +578,17 @@ void FastcgiExchange::take_over(FastcgiExchange& carrier, bool response_started)
   carrier_ = nullptr;
   event::TimerList::disarm(queue_timer);
   conn_ = carrier.conn_;
-  upstream_hung_up_ = carrier.upstream_hung_up_;
+  hung_up_ = carrier.hung_up_;
   server_ = carrier.server_;
   has_slot_ = true;
   tried_.insert(server_);
+  ++tries_;
   out_sent_ = out_.size();
+  sent_any_ = true;
+  got_byte_ = response_started;
   phase_ = Phase::kActive;
   group_.hand_over(conn_, *this);
-  if (response_started) any_response_byte_ = true;
-  arm_io_timer(group_.config().read_timeout);
+  arm_io(group_config().read_timeout.count());
   take_follower();
 }
 
@@ -807,110 +599,34 @@ void FastcgiExchange::requeue() {
   sent_any_ = false;
   out_sent_ = 0;
   phase_ = Phase::kQueued;
-  try_acquire(true);
+  acquire(/*first_in_line=*/true);
 }
 
-void FastcgiExchange::upstream_failed(int status, const char* what, bool retryable) {
-  const bool stale = conn_ && conn_->reused() && retryable && !any_response_byte_ && replayable_;
-  close_upstream();
-  if (stale) {  // the pooled connection had gone away: a fresh one, same server, same slot
-    out_sent_ = 0;
-    connect_upstream();
-    return;
-  }
-  if (has_slot_) group_.report_failure(server_, what);
-  LOG_ERROR("fastcgi upstream %s (%s): %s for \"%.*s %.*s\"", group_.config().name.c_str(),
-            server().address.c_str(), what, static_cast<int>(request_.method_text.size()),
-            request_.method_text.data(), static_cast<int>(request_.target.size()),
-            request_.target.data());
-  release_slot();
-  // Another server: when the request never reached one, or reached it but may safely run twice.
-  const bool idempotent = request_.method != Method::kPost && request_.method != Method::kPatch;
-  if (retryable && replayable_ && !any_response_byte_ && (!sent_any_ || idempotent) &&
-      tried_.count() < group_.config().tries) {
-    out_sent_ = 0;
-    sent_any_ = false;
-    try_acquire();
-    return;
-  }
-  phase_ = Phase::kDone;
-  downstream_.fail(status);  // 502/504 page, or a close when part of the response is out
-  end();
-}
-
-void FastcgiExchange::on_io_timeout() {
-  if (phase_ == Phase::kConnecting && !conn_) {  // backlog retry
-    connect_upstream();
-    return;
-  }
-  const int64_t timeout = phase_ == Phase::kConnecting ? group_.config().connect_timeout.count()
-                          : stdin_done_ && out_sent_ == out_.size()
-                              ? group_.config().read_timeout.count()
-                              : group_.config().send_timeout.count();
-  LOG_ERROR("fastcgi upstream %s (%s): no progress within %lld ms for \"%.*s %.*s\"",
-            group_.config().name.c_str(), server().address.c_str(), static_cast<long long>(timeout),
-            static_cast<int>(request_.method_text.size()), request_.method_text.data(),
-            static_cast<int>(request_.target.size()), request_.target.data());
-  group_.report_failure(server_, "timeout");
-  close_upstream();
-  release_slot();
-  phase_ = Phase::kDone;
-  downstream_.fail(504);
-  end();
-}
-
-void FastcgiExchange::arm_io_timer(config::Millis timeout) {
-  handler_.env_.timers.arm(io_timer_, timeout.count(), handler_.env_.clock.monotonic_ms);
-}
-
-void FastcgiExchange::close_upstream() {
-  event::TimerList::disarm(io_timer_);
-  if (!conn_) return;
-  group_.close(conn_);
-  conn_ = nullptr;
+void FastcgiExchange::on_connection_closed() {
   reuse_conn_ = true;
-  upstream_hung_up_ = false;
   list_as_carrier(false);
   if (FastcgiExchange* next = std::exchange(follower_, nullptr)) next->requeue();
 }
 
-void FastcgiExchange::release_slot() {
-  if (!has_slot_) return;
-  has_slot_ = false;
-  group_.release(server_);  // may start a queued request at once
-}
-
-void FastcgiExchange::on_abort() {
-  // The client went away: tell php-fpm (FCGI_ABORT_REQUEST, best effort) and drop the
-  // connection rather than wait for the script to notice. A follower goes back to the front of
-  // the queue: php-fpm's child fails to write our answer and drops the connection without
+void FastcgiExchange::on_client_abort() {
+  // The client went away: tell php-fpm (FCGI_ABORT_REQUEST, best effort); the base then drops
+  // the connection rather than wait for the script to notice. A follower goes back to the front
+  // of the queue: php-fpm's child fails to write our answer and drops the connection without
   // reading the request behind it, so that one never runs twice.
-  if (conn_ && phase_ == Phase::kActive) {
-    std::string abort;
-    append_abort_request(abort, kRequestId);
-    ssize_t ignored = ::send(conn_->fd(), abort.data(), abort.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    (void)ignored;
-  }
-  group_.cancel(*this);
-  close_upstream();
-  release_slot();
-  phase_ = Phase::kDone;
-  end();
+  std::string abort;
+  append_abort_request(abort, kRequestId);
+  ssize_t ignored = ::send(conn_->fd(), abort.data(), abort.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)ignored;
 }
 
-void FastcgiExchange::end() {
-  phase_ = Phase::kDone;
+void FastcgiExchange::on_end() {
   list_as_carrier(false);
   event::TimerList::disarm(flush_timer_);
-  event::TimerList::disarm(queue_timer);
   if (carrier_) {  // our request will still reach php-fpm: nobody may read the connection after
     carrier_->follower_ = nullptr;
     carrier_->reuse_conn_ = false;
     carrier_ = nullptr;
   }
-  group_.cancel(*this);
-  event::TimerList::disarm(io_timer_);
-  event::dispose_later(this);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -643,4 +643,63 @@ CgiHeadParser::Status CgiHeadParser::parse(std::string_view all) {
   return state_;
 }
 
+// ---------------------------------------------------------------------------------------------
+
+void ResponseReader::reset() {
+  decoder_.reset(request_id_);
+  head_parser_.reset();
+  head_done_ = false;
+  pending_body_ = {};
+  end_status_ = ProtocolStatus::kRequestComplete;
+  error_ = nullptr;
+}
+
+ResponseReader::Event ResponseReader::next(std::string_view& input, std::string_view& data) {
+  if (!pending_body_.empty()) {
+    data = pending_body_;
+    pending_body_ = {};
+    return Event::kBody;
+  }
+  if (error_) return Event::kError;
+  while (!input.empty()) {
+    size_t used = 0;
+    Record record;
+    Decoder::Status status = decoder_.decode(input, used, record);
+    input.remove_prefix(used);
+    if (status == Decoder::Status::kNeedMore) return Event::kNeedMore;
+    if (status == Decoder::Status::kError) {
+      error_ = to_string(decoder_.error());
+      return Event::kError;
+    }
+    switch (record.type) {
+      case RecordType::kStdout:
+        if (record.end_of_stream || record.data.empty()) break;  // END_REQUEST follows
+        if (!head_done_) {
+          size_t head_bytes = 0;
+          CgiHeadParser::Status head = head_parser_.feed(record.data, head_bytes);
+          if (head == CgiHeadParser::Status::kError) {
+            error_ = to_string(head_parser_.error());
+            return Event::kError;
+          }
+          if (head == CgiHeadParser::Status::kNeedMore) break;
+          head_done_ = true;
+          pending_body_ = record.data.substr(head_bytes);
+          return Event::kHead;
+        }
+        data = record.data;
+        return Event::kBody;
+      case RecordType::kStderr:
+        if (record.data.empty()) break;
+        data = record.data;
+        return Event::kStderr;
+      case RecordType::kEndRequest:
+        end_status_ = record.protocol_status;
+        return Event::kEnd;
+      default:
+        break;  // GET_VALUES_RESULT / UNKNOWN_TYPE: nothing we asked for
+    }
+  }
+  return Event::kNeedMore;
+}
+
 }  // namespace peregrine::fastcgi

@@ -315,4 +315,50 @@ class CgiHeadParser {
   CgiHead head_;
 };
 
+// ---------------------------------------------------------------------------------------------
+// The response codec: records in, the response's events out, without a socket (the exchange
+// feeds it what it reads; tests feed it bytes). STDOUT becomes the CGI head, then body pieces;
+// STDERR lines are passed on; END_REQUEST ends it.
+//   std::string_view data;
+//   for (;;) switch (reader.next(input, data)) {
+//     case kHead: reader.head() ...; case kBody: data ...; case kStderr: log data;
+//     case kEnd: reader.end_status() ...; case kError: reader.error() ...; case kNeedMore: read
+//     more
+//   }
+// `data` and head() views point into `input` (or into the reader, for pieces that came split);
+// they are valid until the next call.
+class ResponseReader {
+ public:
+  enum class Event : uint8_t {
+    kNeedMore,  // every byte of `input` was used: feed more
+    kHead,      // head() is complete
+    kBody,      // `data` is a piece of the body (never empty)
+    kStderr,    // `data` is a piece of FCGI_STDERR
+    kEnd,       // FCGI_END_REQUEST: end_status(); the bytes after it are left in `input`
+    kError,     // malformed records or head: error(); sticky until reset()
+  };
+
+  explicit ResponseReader(uint16_t request_id = 1, size_t max_head = CgiHeadParser::kDefaultMaxHead)
+      : request_id_(request_id), decoder_(request_id), head_parser_(max_head) {}
+  void reset();
+
+  Event next(std::string_view& input, std::string_view& data);
+
+  const CgiHead& head() const { return head_parser_.head(); }
+  bool head_done() const { return head_done_; }
+  ProtocolStatus end_status() const { return end_status_; }
+  const char* error() const { return error_; }
+  // After kEnd: the connection may carry the next request.
+  bool at_record_boundary() const { return decoder_.at_record_boundary(); }
+
+ private:
+  uint16_t request_id_;
+  Decoder decoder_;
+  CgiHeadParser head_parser_;
+  bool head_done_ = false;
+  std::string_view pending_body_;  // the body bytes of the STDOUT piece that ended the head
+  ProtocolStatus end_status_ = ProtocolStatus::kRequestComplete;
+  const char* error_ = nullptr;
+};
+
 }  // namespace peregrine::fastcgi

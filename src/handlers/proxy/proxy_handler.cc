@@ -19,8 +19,10 @@
 #include "core/spares.h"
 #include "core/strings.h"
 #include "event/deferred.h"
+#include "handlers/proxy/body_reader.h"
 #include "http/header_names.h"
 #include "http/http1/response_parser.h"
+#include "upstream/exchange.h"
 
 namespace peregrine::proxy {
 namespace {
@@ -28,25 +30,6 @@ namespace {
 // Upstream bytes are read in pieces of this size: the memory a response costs us, whatever its
 // length. Also the largest response head we accept.
 constexpr size_t kReadBufferBytes = 64 * 1024;
-// Request bytes (head and body) kept after they were written so that a retry can send them
-// again. A longer body is streamed and forgotten: that request is not retried once sent.
-constexpr size_t kReplayLimit = 64 * 1024;
-// Request bytes waiting for the upstream socket before we stop taking body bytes from the client.
-constexpr size_t kSendHighWater = 64 * 1024;
-
-bool is_idempotent(Method method) {
-  switch (method) {
-    case Method::kGet:
-    case Method::kHead:
-    case Method::kPut:
-    case Method::kDelete:
-    case Method::kOptions:
-    case Method::kTrace:
-      return true;
-    default:
-      return false;
-  }
-}
 
 std::string peer_address(const sockaddr* peer) {
   return std::string(AddressText(peer).ip_view());
@@ -126,35 +109,24 @@ HeaderRules make_rules(const std::vector<std::string>& remove,
 
 }  // namespace
 
-// One proxied request. Receives events from the poller (its upstream socket), the timers (I/O
-// timeouts), the group (queue wake-ups) and the client connection (body bytes, writability,
-// abort). It ends itself with end(), which hands it to event::dispose_later: a later event of the
-// same batch may still reach it, and `done_` makes every entry point ignore it.
-class ProxyExchange final : public handlers::Exchange,
-                            public upstream::Waiter,
-                            public event::Pollable,
-                            public event::Disposable,
+// One proxied request: the HTTP/1.1 codec on the shared upstream exchange (upstream/exchange.h),
+// plus what only the proxy has: the 101 tunnel, the slow-client spool, the intercepted-error
+// drain and the rewriting of the response head. It ends itself with end(), which hands it to
+// event::dispose_later: a later event of the same batch may still reach it, and done() makes
+// every entry point ignore it.
+class ProxyExchange final : public upstream::UpstreamExchange,
                             public RecycledAllocation<ProxyExchange> {
  public:
   ProxyExchange(ProxyHandler& handler, const Request& request, handlers::Downstream& downstream)
-      : handler_(handler),
-        group_(handler.group_),
-        request_(request),
-        downstream_(downstream),
-        tried_(handler.group_.config().servers.size()) {
-    io_timer_.self = this;
-    io_timer_.node.owner = &io_timer_;
-    for (std::string* b : {&out_, &spool_, &header_block_}) Spares<std::string>::take(*b);
-    Spares<Response>::take(response_);
+      : UpstreamExchange("proxy", handler.group_, request, downstream, handler.timers_,
+                         handler.clock_),
+        handler_(handler) {
+    for (std::string* b : {&spool_, &header_block_}) Spares<std::string>::take(*b);
   }
 
   ~ProxyExchange() override {
-    // Every way to end closes the upstream connection first (end() makes sure): the group may
-    // be gone by now, after a reload, so it is not touched here.
-    event::TimerList::disarm(io_timer_.node);
     if (spool_fd_ >= 0) ::close(spool_fd_);
-    for (std::string* b : {&out_, &spool_, &header_block_}) Spares<std::string>::give(*b);
-    Spares<Response>::give(response_);
+    for (std::string* b : {&spool_, &header_block_}) Spares<std::string>::give(*b);
   }
 
   // Returns false when the exchange already ended (answered or failed) during the call.
@@ -162,41 +134,29 @@ class ProxyExchange final : public handlers::Exchange,
 
   bool on_body(std::string_view bytes, bool last) override;
   void on_writable() override;
-  void on_abort() override;
-  void on_slot_ready() override;
-  void on_queue_timeout() override;
-  void on_ready(uint32_t readiness) override;
 
  private:
-  struct IoTimer final : event::TimerOwner {
-    ProxyExchange* self = nullptr;
-    event::TimerNode node;
-    void on_timeout() override { self->on_io_timeout(); }
-  };
-
-  enum class Phase : uint8_t {
-    kQueued,        // waiting in the group's queue for a slot
-    kConnecting,    // non-blocking connect in progress
+  // Where the response stands, once the exchange is active.
+  enum class Step : uint8_t {
     kRequest,       // sending the request, waiting for the response head
     kResponseBody,  // relaying the response body (head already sent to the client)
     kDrain,         // intercepted error: reading and discarding the upstream body
     kTunnel,        // after 101: bytes both ways
     kSpoolDrain,    // upstream done and released; the client takes the spooled rest
-    kDone,
   };
 
-  // How an attempt failed, for the retry decision.
-  enum class Failure : uint8_t {
-    kConnect,   // nothing was sent: any request may go to the next server
-    kExchange,  // the request may have reached the back end: idempotent requests only
-  };
+  // upstream::UpstreamExchange hooks.
+  upstream::PickContext pick_context() override;
+  void on_readable() override { read_upstream(); }
+  void on_attempt() override;
+  void on_request_written() override;
+  void on_write_error(int error) override;
+  void on_active_timeout() override;
+  bool may_reuse_connection() const override;
+  void on_end() override;
 
+  bool done() const { return phase_ == Phase::kDone; }
   void build_request_head();
-  void acquire_server();
-  void open_connection(bool fresh_only);
-  void connected();
-  void flush_out();
-  void write_failed(int error);
   void read_upstream();
   void process_input();
   void process_head();
@@ -212,66 +172,24 @@ class ProxyExchange final : public handlers::Exchange,
   void spool(std::string_view piece);
   bool spool_to_file(std::string_view piece);
   void drain_spool();
-  void finish_downstream();
   void response_complete();
   void upstream_eof();
-  void on_io_timeout();
+  void end_tunnel(int status);
 
-  void attempt_failed(Failure kind, int status, const char* what, const char* detail = "");
-  void stale_connection();
-  void body_failed(int status, const char* what, const char* detail = "");
-  void client_gone();
-  void fail_client(int status);
-  void respond_busy();
-
-  void arm_io(int64_t duration_ms);
-  void disarm_io() { event::TimerList::disarm(io_timer_.node); }
-  void close_upstream(bool pool);
-  void release_slot(bool success);
-  void end();
-
-  const char* server_address() const { return group_.server(server_).address.c_str(); }
-  const char* group_name() const { return group_.config().name.c_str(); }
-  std::string_view pending_out() const { return std::string_view(out_).substr(out_off_); }
+  std::string_view pending_out() const { return std::string_view(out_).substr(out_sent_); }
 
   ProxyHandler& handler_;
-  upstream::GroupRuntime& group_;
-  const Request& request_;
-  handlers::Downstream& downstream_;
 
-  Phase phase_ = Phase::kQueued;
-  bool done_ = false;
+  Step step_ = Step::kRequest;
   bool tunnel_ = false;           // an Upgrade request we forward as such
   bool chunked_request_ = false;  // the request body goes upstream chunked
   std::string client_ip_;
   std::string_view hash_key_;
 
-  // Server choice and retries.
-  upstream::TriedSet tried_;
-  size_t server_ = 0;
-  bool have_slot_ = false;
-  uint32_t tries_ = 0;
-  int64_t started_ms_ = 0;
-  int last_status_ = 502;
-
-  // The upstream connection.
-  upstream::UpstreamConnection* conn_ = nullptr;
-  int fd_ = -1;            // conn_'s descriptor
-  bool reused_ = false;    // taken from the pool: may be stale
-  bool got_byte_ = false;  // any response byte on this connection
-  IoTimer io_timer_;
-
-  // Request bytes: head, then body as it arrives. While `replayable_`, out_ still holds every
-  // byte from the start of the head (out_off_ = how far it was written) so a retry can resend.
-  std::string out_;
-  size_t out_off_ = 0;
-  size_t head_len_ = 0;  // the head's bytes at the start of out_ (while nothing was dropped)
-  bool replayable_ = true;
-  bool written_any_ = false;       // a request byte reached the current connection
-  bool write_blocked_ = false;     // waiting for the socket to take more
+  // Request bytes beyond the base's: the head's length at the start of out_ (while nothing was
+  // dropped), so that "upstream" Host mode can rewrite it for another server.
+  size_t head_len_ = 0;
   bool write_broken_ = false;      // the upstream stopped reading: discard further body bytes
-  bool body_done_ = false;         // the client's body (if any) was received completely
-  bool body_paused_ = false;       // on_body() returned false: resume_body() when drained
   bool shutdown_pending_ = false;  // tunnel: the client closed its side; shut ours after flushing
 
   // Response bytes.
@@ -280,8 +198,7 @@ class ProxyExchange final : public handlers::Exchange,
   size_t in_len_ = 0;  // filled
   http1::ResponseParser parser_;
   http1::BodyFraming framing_ = http1::BodyFraming::kNone;
-  http1::ChunkedDecoder chunked_;
-  uint64_t remaining_ = 0;  // kLength: body bytes still to come
+  BodyReader body_reader_;
   bool keep_alive_ = false;
   bool streamed_ = false;     // send_head() was called
   bool client_full_ = false;  // send_body() said kFull: wait for on_writable()
@@ -295,9 +212,7 @@ class ProxyExchange final : public handlers::Exchange,
   uint64_t file_write_ = 0;  // bytes written to the file
   uint64_t file_read_ = 0;   // of which sent
   std::unique_ptr<char[]> file_scratch_;
-  bool upstream_finished_ = false;  // response read completely; the spool drains to the client
   int status_ = 0;
-  Response response_;
   std::string header_block_;  // response header lines taken over as they are (fast path)
 };
 
@@ -306,11 +221,10 @@ class ProxyExchange final : public handlers::Exchange,
 
 bool ProxyExchange::begin() {
   const config::ProxyOptions& options = handler_.options_;
-  started_ms_ = handler_.clock_.monotonic_ms;
   client_ip_ = peer_address(request_.peer);
   tunnel_ = request_.upgrade && options.websocket;
   chunked_request_ = request_.chunked && !tunnel_;
-  body_done_ = !request_.has_body() || tunnel_;
+  request_done_ = !request_.has_body() || tunnel_;
 
   switch (handler_.hash_source_) {
     case ProxyHandler::HashSource::kNone:
@@ -333,8 +247,15 @@ bool ProxyExchange::begin() {
   }
 
   build_request_head();
-  acquire_server();
-  return !done_;
+  return start();
+}
+
+upstream::PickContext ProxyExchange::pick_context() {
+  upstream::PickContext context;
+  context.now_ms = now_ms();
+  context.client_ip = client_ip_;
+  context.hash_key = hash_key_;
+  return context;
 }
 
 void ProxyExchange::build_request_head() {
@@ -352,7 +273,7 @@ void ProxyExchange::build_request_head() {
   // "upstream" Host mode names the chosen server; before the choice (the first build) the
   // group's name stands in.
   std::string server_host = handler_.upstream_host_;
-  if (have_slot_) {
+  if (has_slot_) {
     server_host = group_.server(server_).address;
     if (server_host.starts_with("unix:")) server_host = "localhost";
   }
@@ -398,184 +319,91 @@ void ProxyExchange::build_request_head() {
   head_len_ = head.size();
 }
 
-void ProxyExchange::acquire_server() {
-  upstream::PickContext context;
-  context.now_ms = handler_.clock_.monotonic_ms;
-  context.client_ip = client_ip_;
-  context.hash_key = hash_key_;
-  size_t server = 0;
-  switch (group_.acquire(context, tried_, *this, &server)) {
-    case upstream::GroupRuntime::Acquire::kReady:
-      server_ = server;
-      have_slot_ = true;
-      tried_.insert(server);
-      ++tries_;
-      open_connection(false);
-      return;
-    case upstream::GroupRuntime::Acquire::kQueued:
-      phase_ = Phase::kQueued;
-      return;
-    case upstream::GroupRuntime::Acquire::kUnavailable:
-      if (tries_ == 0) {
-        LOG_ERROR("proxy: no server of upstream group \"%s\" is available", group_name());
-        fail_client(502);
-      } else {
-        fail_client(last_status_);
-      }
-      return;
-    case upstream::GroupRuntime::Acquire::kQueueFull:
-      LOG_WARN("proxy: the queue of upstream group \"%s\" is full", group_name());
-      respond_busy();
-      return;
-  }
+// A body too long to keep for a resend goes on a fresh connection: a pooled one may turn out to
+// be stale only after part of the body is gone.
+bool ProxyExchange::may_reuse_connection() const {
+  return !request_.chunked && request_.content_length <= int64_t{upstream::kReplayLimit / 2};
 }
 
-void ProxyExchange::open_connection(bool fresh_only) {
-  // Connections stay registered with the poller for their whole life; the group forwards their
-  // readiness to us while we use them.
-  // A body too long to keep for a resend goes on a fresh connection: a pooled one may turn out
-  // to be stale only after part of the body is gone.
-  bool unreplayable_body = request_.chunked || request_.content_length > int64_t{kReplayLimit / 2};
-  conn_ = fresh_only || unreplayable_body ? nullptr : group_.take_idle(server_, *this);
-  reused_ = conn_ != nullptr;
-  if (!conn_) {
-    conn_ = group_.open(server_, *this);
-    if (!conn_) {
-      attempt_failed(Failure::kConnect, 502, "connect failed", std::strerror(errno));
-      return;
-    }
-  }
-  fd_ = conn_->fd();
-  got_byte_ = false;
-  written_any_ = false;
-  write_blocked_ = false;
+void ProxyExchange::on_attempt() {
+  step_ = Step::kRequest;
   write_broken_ = false;
   in_off_ = in_len_ = 0;
   parser_.start(request_.is_head());
   parser_.collect_fields(&handler_.scratch_fields_);
-  if (replayable_) out_off_ = 0;
-  if (out_off_ == 0 && handler_.request_options_.host_mode == HostMode::kUpstream)
+  if (out_sent_ == 0 && handler_.request_options_.host_mode == HostMode::kUpstream)
     build_request_head();  // Host names this server
-  if (reused_) {
-    connected();
-  } else {
-    phase_ = Phase::kConnecting;
-    arm_io(group_.config().connect_timeout.count());
-  }
-}
-
-void ProxyExchange::connected() {
-  phase_ = Phase::kRequest;
-  arm_io(group_.config().read_timeout.count());
-  flush_out();
 }
 
 // ---------------------------------------------------------------------------------------------
 // Events.
 
-void ProxyExchange::on_ready(uint32_t readiness) {
-  if (done_ || fd_ < 0) return;
-  if (phase_ == Phase::kConnecting) {
-    if ((readiness & (event::kOut | event::kHangup)) == 0) return;
-    int error = upstream::connect_result(fd_);
-    if (error != 0) {
-      attempt_failed(Failure::kConnect, 502, "connect failed", std::strerror(error));
+void ProxyExchange::on_writable() {
+  if (done() || !client_full_) return;
+  client_full_ = false;
+  drain_spool();
+  if (done() || step_ == Step::kSpoolDrain || !conn_) return;
+  if (step_ == Step::kTunnel)
+    arm_io(handler_.options_.tunnel_idle_timeout.count());
+  else
+    arm_io(group_config().read_timeout.count());
+  // Bytes still buffered first, then the socket (edge-triggered: it may hold more).
+  process_input();
+  if (!done() && !reading_paused()) read_upstream();
+}
+
+void ProxyExchange::on_active_timeout() {
+  switch (step_) {
+    case Step::kRequest:
+    case Step::kResponseBody:
+      UpstreamExchange::on_active_timeout();  // before the head, or in the body: 504
       return;
-    }
-    connected();
-    if (done_) return;
-  } else if (readiness & event::kOut) {
-    flush_out();
-    if (done_) return;
+    case Step::kDrain:
+      // The error page does not need the rest of the upstream body.
+      close_upstream();
+      response_complete();
+      return;
+    case Step::kTunnel:
+      end_tunnel(504);
+      return;
+    case Step::kSpoolDrain:  // no upstream left; the client connection has its own timeout
+      return;
   }
-  if (readiness & (event::kIn | event::kHangup)) read_upstream();
 }
 
-void ProxyExchange::on_slot_ready() {
-  if (done_) return;
-  acquire_server();
-}
-
-void ProxyExchange::on_queue_timeout() {
-  if (done_) return;
-  LOG_WARN("proxy: waited too long for a free connection to upstream group \"%s\"", group_name());
-  respond_busy();
-}
-
-void ProxyExchange::on_abort() {
-  if (done_) return;
-  // The client is gone: whatever the upstream connection is in the middle of, it cannot be
-  // reused.
-  close_upstream(false);
-  release_slot(false);
+// The tunnel is over: the upstream side closed (`status` 0), went silent for tunnel_timeout
+// (504) or broke (502). Not a failure of the server: it served the upgrade.
+void ProxyExchange::end_tunnel(int status) {
+  complete_upstream(false);
+  if (status != 0)
+    downstream_.fail(status);
+  else
+    downstream_.finish();
   end();
 }
 
-void ProxyExchange::on_writable() {
-  if (done_ || !client_full_) return;
-  client_full_ = false;
-  drain_spool();
-  if (done_ || phase_ == Phase::kSpoolDrain || fd_ < 0) return;
-  if (phase_ == Phase::kTunnel)
-    arm_io(handler_.options_.tunnel_idle_timeout.count());
-  else
-    arm_io(group_.config().read_timeout.count());
-  // Bytes still buffered first, then the socket (edge-triggered: it may hold more).
-  process_input();
-  if (!done_ && !reading_paused()) read_upstream();
-}
-
-void ProxyExchange::on_io_timeout() {
-  if (done_) return;
-  switch (phase_) {
-    case Phase::kConnecting:
-      attempt_failed(Failure::kConnect, 504, "connect timed out");
-      return;
-    case Phase::kRequest:
-      if (write_blocked_)
-        attempt_failed(Failure::kExchange, 504, "timed out sending the request");
-      else
-        attempt_failed(Failure::kExchange, 504, "timed out waiting for the response");
-      return;
-    case Phase::kResponseBody:
-      body_failed(504, "timed out reading the response body");
-      return;
-    case Phase::kDrain:
-      // The error page does not need the rest of the upstream body.
-      close_upstream(false);
-      response_complete();
-      return;
-    case Phase::kTunnel:
-      close_upstream(false);
-      release_slot(true);
-      downstream_.fail(504);
-      end();
-      return;
-    case Phase::kQueued:
-    case Phase::kSpoolDrain:  // no upstream left; the client connection has its own timeout
-    case Phase::kDone:
-      return;
-  }
+void ProxyExchange::on_end() {
+  if (in_) handler_.give_back_buffer(std::move(in_));
 }
 
 // ---------------------------------------------------------------------------------------------
 // The request.
 
 bool ProxyExchange::on_body(std::string_view bytes, bool last) {
-  if (done_) return true;
-  if (phase_ == Phase::kTunnel) {
+  if (done()) return true;
+  if (step_ == Step::kTunnel && phase_ == Phase::kActive) {
     out_.append(bytes);
     if (last) shutdown_pending_ = true;
     arm_io(handler_.options_.tunnel_idle_timeout.count());
-    flush_out();
-    if (done_) return true;
-    if (pending_out().size() >= kSendHighWater) {
+    if (conn_) write_out();
+    if (done()) return true;
+    if (pending_out().size() >= upstream::kSendHighWater) {
       body_paused_ = true;
       return false;
     }
     return true;
   }
-  if (last) body_done_ = true;
+  if (last) request_done_ = true;
   if (write_broken_) return true;  // the back end answered already and stopped reading
 
   if (chunked_request_) {
@@ -590,98 +418,44 @@ bool ProxyExchange::on_body(std::string_view bytes, bool last) {
   } else {
     out_.append(bytes);
   }
-  if (replayable_ && out_.size() > kReplayLimit) {
-    // Too long to keep for a retry: from now on written bytes are forgotten.
-    replayable_ = false;
-  }
-  if (!replayable_ && out_off_ > 0) {
-    out_.erase(0, out_off_);
-    head_len_ = out_off_ >= head_len_ ? 0 : head_len_ - out_off_;
-    out_off_ = 0;
-  }
-  if (fd_ >= 0 && phase_ == Phase::kRequest) {
-    flush_out();
-    if (done_) return true;
-  }
-  if (pending_out().size() >= kSendHighWater) {
-    body_paused_ = true;
-    return false;
-  }
-  return true;
+  const bool dropping = !replayable_ || out_.size() > upstream::kReplayLimit;
+  if (dropping && out_sent_ > 0) head_len_ = out_sent_ >= head_len_ ? 0 : head_len_ - out_sent_;
+  const bool more = request_bytes_added();
+  // A back end that stopped reading answered early: the rest of the body is discarded.
+  return done() || write_broken_ || more;
 }
 
-void ProxyExchange::flush_out() {
-  if (!conn_) return;
-  while (out_off_ < out_.size()) {
-    ssize_t n = ::send(fd_, out_.data() + out_off_, out_.size() - out_off_, MSG_NOSIGNAL);
-    if (n > 0) {
-      out_off_ += static_cast<size_t>(n);
-      written_any_ = true;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      conn_->watch_writable(true);  // tell us when it drains
-      if (!write_blocked_) {
-        write_blocked_ = true;
-        if (phase_ == Phase::kRequest) arm_io(group_.config().send_timeout.count());
-      }
-      return;
-    }
-    write_failed(n < 0 ? errno : EPIPE);
-    return;
-  }
-  // Nothing left to write: writability is news no more (once per fresh connection; a pooled
-  // one stays unwatched).
-  conn_->watch_writable(false);
-  if (write_blocked_) {
-    write_blocked_ = false;
-    if (phase_ == Phase::kRequest) arm_io(group_.config().read_timeout.count());
-  }
-  if (!replayable_ || phase_ == Phase::kTunnel) {
-    out_.clear();
-    out_off_ = 0;
-    head_len_ = 0;
-  }
+void ProxyExchange::on_request_written() {
+  if (!replayable_ || step_ == Step::kTunnel) head_len_ = 0;
+  if (step_ == Step::kTunnel) arm_io(handler_.options_.tunnel_idle_timeout.count());
   if (shutdown_pending_) {
     shutdown_pending_ = false;
-    ::shutdown(fd_, SHUT_WR);
-  }
-  if (body_paused_) {
-    body_paused_ = false;
-    downstream_.resume_body();  // may call on_body() at once: the last thing we do
+    ::shutdown(conn_->fd(), SHUT_WR);
   }
 }
 
-void ProxyExchange::write_failed(int error) {
-  if (phase_ == Phase::kTunnel) {
-    close_upstream(false);
-    release_slot(true);
-    downstream_.fail(502);
-    end();
+void ProxyExchange::on_write_error(int error) {
+  if (step_ == Step::kTunnel) {
+    end_tunnel(502);
     return;
   }
-  if (reused_ && !got_byte_ && (replayable_ || !written_any_)) {
-    stale_connection();
-    return;
-  }
+  if (!got_byte_ && retry_on_fresh_connection()) return;
   // The back end may have answered early (413, 401...) and stopped reading: take its answer if
   // there is one; upstream_eof()/errors decide otherwise.
   write_broken_ = true;
   write_blocked_ = false;
   out_.clear();
-  out_off_ = 0;
+  out_sent_ = 0;
   head_len_ = 0;
   replayable_ = false;
   if (body_paused_) {
     body_paused_ = false;
     downstream_.resume_body();  // the rest of the body is discarded as it comes
-    if (done_) return;
+    if (done()) return;
   }
   read_upstream();
-  if (!done_ && fd_ >= 0 && phase_ == Phase::kRequest && !got_byte_) {
-    attempt_failed(Failure::kExchange, 502, "sending the request failed", std::strerror(error));
-  }
+  if (!done() && conn_ && step_ == Step::kRequest && !got_byte_)
+    fail(upstream::Failure::kReset, "sending the request failed", std::strerror(error));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -689,7 +463,7 @@ void ProxyExchange::write_failed(int error) {
 
 void ProxyExchange::read_upstream() {
   if (!in_) in_ = handler_.take_buffer();
-  while (!done_ && fd_ >= 0) {
+  while (!done() && conn_) {
     if (reading_paused()) {
       disarm_io();  // the client's slowness is not the back end's
       return;
@@ -702,64 +476,44 @@ void ProxyExchange::read_upstream() {
       in_off_ = 0;
     }
     if (in_len_ == kReadBufferBytes) {
-      attempt_failed(Failure::kExchange, 502, "invalid response", "response head too large");
+      fail(upstream::Failure::kMalformed, "invalid response", "response head too large");
       return;
     }
-    ssize_t n = ::recv(fd_, in_.get() + in_len_, kReadBufferBytes - in_len_, 0);
+    ssize_t n = receive(in_.get() + in_len_, kReadBufferBytes - in_len_);
     if (n > 0) {
       in_len_ += static_cast<size_t>(n);
-      got_byte_ = true;
-      switch (phase_) {
-        case Phase::kRequest:
-        case Phase::kResponseBody:
-        case Phase::kDrain:
-          arm_io(group_.config().read_timeout.count());
-          break;
-        case Phase::kTunnel:
-          arm_io(handler_.options_.tunnel_idle_timeout.count());
-          break;
-        default:
-          break;
-      }
+      arm_io(step_ == Step::kTunnel ? handler_.options_.tunnel_idle_timeout.count()
+                                    : group_config().read_timeout.count());
       process_input();
       continue;
     }
-    if (n == 0) {
+    if (n == 0) return;  // the socket is empty
+    if (errno == 0) {
       upstream_eof();
       return;
     }
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-    int error = errno;
-    if (phase_ == Phase::kRequest) {
-      if (reused_ && !got_byte_ && (replayable_ || !written_any_) && !write_broken_) {
-        stale_connection();
-      } else {
-        attempt_failed(Failure::kExchange, 502, "reading the response failed",
-                       std::strerror(error));
-      }
-    } else if (phase_ == Phase::kTunnel) {
-      close_upstream(false);
-      release_slot(true);
-      downstream_.finish();
-      end();
-    } else {
-      body_failed(502, "reading the response body failed", std::strerror(error));
-    }
+    const int error = errno;
+    if (step_ == Step::kTunnel)
+      end_tunnel(0);
+    else
+      fail(upstream::Failure::kReset,
+           step_ == Step::kRequest ? "reading the response failed"
+                                   : "reading the response body failed",
+           std::strerror(error));
     return;
   }
 }
 
 void ProxyExchange::process_input() {
-  switch (phase_) {
-    case Phase::kRequest:
+  switch (step_) {
+    case Step::kRequest:
       process_head();
       return;
-    case Phase::kResponseBody:
-    case Phase::kDrain:
+    case Step::kResponseBody:
+    case Step::kDrain:
       pump_body();
       return;
-    case Phase::kTunnel:
+    case Step::kTunnel:
       if (in_off_ < in_len_) {
         std::string_view bytes(in_.get() + in_off_, in_len_ - in_off_);
         in_off_ = in_len_;
@@ -787,17 +541,14 @@ void ProxyExchange::process_head() {
   }
   http1::ResponseParser::Result r = parser_.parse(data);
   if (r.status == http1::ResponseParser::Status::kError && r.consumed == 0) {
-    if (reused_ && !write_broken_ && (replayable_ || !written_any_)) {
-      // Most likely bytes the back end sent after its previous response on this pooled
-      // connection (a body to a HEAD, say): a fresh connection gets a clean answer.
-      LOG_WARN(
-          "proxy: pooled connection to %s (group \"%s\") carried an invalid response (%s); "
-          "retrying on a new connection",
-          server_address(), group_name(), parser_.error());
-      stale_connection();
-      return;
+    // Most likely bytes the back end sent after its previous response on this pooled
+    // connection (a body to a HEAD, say): a fresh connection gets a clean answer.
+    if (!write_broken_ && conn_->reused()) {
+      log_failure("pooled connection carried an invalid response; retrying on a new one",
+                  parser_.error());
+      if (retry_on_fresh_connection()) return;
     }
-    attempt_failed(Failure::kExchange, 502, "invalid response", parser_.error());
+    fail(upstream::Failure::kMalformed, "invalid response", parser_.error());
     return;
   }
   if (!parser_.head_complete()) return;  // more to come
@@ -841,11 +592,12 @@ void ProxyExchange::fill_response_headers(std::vector<HeaderView>& fields, bool 
 
 void ProxyExchange::start_response() {
   const http1::ResponseHead& h = parser_.head();
+  head_received_ = true;
   status_ = h.status;
   framing_ = parser_.framing();
-  remaining_ =
+  const uint64_t length =
       framing_ == http1::BodyFraming::kLength ? static_cast<uint64_t>(h.content_length) : 0;
-  chunked_.reset();
+  body_reader_.start(framing_, length);
   keep_alive_ = framing_ != http1::BodyFraming::kClose &&
                 !(h.transfer_encoding && h.has_content_length) && !h.connection_close &&
                 (h.version_minor >= 1 || h.connection_keep_alive);
@@ -857,11 +609,11 @@ void ProxyExchange::start_response() {
   fill_response_headers(handler_.scratch_fields_, false);
 
   if (handler_.options_.intercept_errors && status_ >= 400) {
-    phase_ = Phase::kDrain;
+    step_ = Step::kDrain;
     pump_body();
     return;
   }
-  phase_ = Phase::kResponseBody;
+  step_ = Step::kResponseBody;
   std::string_view available(in_.get() + in_off_, in_len_ - in_off_);
   uint64_t buffer_limit = handler_.options_.buffer_bytes;
 
@@ -871,17 +623,16 @@ void ProxyExchange::start_response() {
         // A HEAD answer keeps the length of the body it describes.
         streamed_ = true;
         if (!downstream_.send_head(response_, h.content_length)) {
-          client_gone();
+          end();
           return;
         }
       }
       response_complete();
       return;
     case http1::BodyFraming::kLength:
-      if (remaining_ <= available.size() && remaining_ <= buffer_limit) {
-        response_.set_body(available.substr(0, remaining_));
-        in_off_ += remaining_;
-        remaining_ = 0;
+      if (length <= available.size() && length <= buffer_limit) {
+        response_.set_body(available.substr(0, length));
+        in_off_ += length;
         response_complete();
         return;
       }
@@ -914,9 +665,9 @@ void ProxyExchange::start_response() {
   }
 
   streamed_ = true;
-  int64_t length = framing_ == http1::BodyFraming::kLength ? static_cast<int64_t>(remaining_) : -1;
-  if (!downstream_.send_head(response_, length)) {
-    client_gone();
+  if (!downstream_.send_head(
+          response_, framing_ == http1::BodyFraming::kLength ? static_cast<int64_t>(length) : -1)) {
+    end();
     return;
   }
   pump_body();
@@ -931,14 +682,14 @@ void ProxyExchange::start_tunnel(std::string_view head, size_t head_end) {
   split_fields(head, fields);
   fill_response_headers(fields, true);
   in_off_ = head_end;
-  phase_ = Phase::kTunnel;
+  step_ = Step::kTunnel;
   streamed_ = true;
   replayable_ = false;
-  out_.erase(0, out_off_);
-  out_off_ = 0;
+  out_.erase(0, out_sent_);
+  out_sent_ = 0;
   head_len_ = 0;
   if (!downstream_.send_head(response_, -1)) {
-    client_gone();
+    end();
     return;
   }
   arm_io(handler_.options_.tunnel_idle_timeout.count());
@@ -946,7 +697,7 @@ void ProxyExchange::start_tunnel(std::string_view head, size_t head_end) {
 }
 
 bool ProxyExchange::deliver(std::string_view piece) {
-  if (phase_ == Phase::kDrain || piece.empty()) return true;
+  if (step_ == Step::kDrain || piece.empty()) return true;
   if ((client_full_ || spooled()) && spool_enabled()) {
     spool(piece);  // behind what already waits
     return true;
@@ -960,14 +711,14 @@ bool ProxyExchange::deliver(std::string_view piece) {
       client_full_ = true;
       return true;
     case handlers::Downstream::Sent::kGone:
-      client_gone();
+      end();
       return false;
   }
   return false;
 }
 
 bool ProxyExchange::spool_enabled() const {
-  return phase_ == Phase::kResponseBody &&
+  return step_ == Step::kResponseBody &&
          (handler_.options_.buffer_bytes > 0 || handler_.options_.max_temp_file_bytes > 0);
 }
 
@@ -992,7 +743,7 @@ void ProxyExchange::spool(std::string_view piece) {
                                                              handler_.options_.max_temp_file_bytes);
   if (file_allowed && spool_to_file(piece)) return;
   if (file_active) {
-    body_failed(502, "cannot buffer the response for a slow client");
+    fail(upstream::Failure::kReset, "cannot buffer the response for a slow client");
     return;
   }
   spool_.append(piece);
@@ -1032,7 +783,7 @@ bool ProxyExchange::spool_to_file(std::string_view piece) {
 
 // Sends spooled bytes until the client is full again or the spool is empty.
 void ProxyExchange::drain_spool() {
-  while (!done_ && !client_full_ && spooled()) {
+  while (!done() && !client_full_ && spooled()) {
     std::string_view piece;
     bool from_memory = spool_off_ < spool_.size();
     if (from_memory) {
@@ -1044,8 +795,8 @@ void ProxyExchange::drain_spool() {
       ssize_t n = ::pread(spool_fd_, file_scratch_.get(), want, static_cast<off_t>(file_read_));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
-        body_failed(502, "reading the response buffer file failed",
-                    n < 0 ? std::strerror(errno) : "short file");
+        fail(upstream::Failure::kReset, "reading the response buffer file failed",
+             n < 0 ? std::strerror(errno) : "short file");
         return;
       }
       piece = std::string_view(file_scratch_.get(), static_cast<size_t>(n));
@@ -1062,61 +813,36 @@ void ProxyExchange::drain_spool() {
       if (file_read_ == file_write_) file_read_ = file_write_ = 0;  // reuse the file from 0
     }
     if (sent == handlers::Downstream::Sent::kGone) {
-      client_gone();
+      end();
       return;
     }
     if (sent == handlers::Downstream::Sent::kFull) client_full_ = true;
   }
-  if (!done_ && phase_ == Phase::kSpoolDrain && !spooled()) finish_downstream();
-}
-
-void ProxyExchange::finish_downstream() {
-  downstream_.finish();
-  end();
+  if (!done() && step_ == Step::kSpoolDrain && !spooled()) {
+    downstream_.finish();
+    end();
+  }
 }
 
 void ProxyExchange::pump_body() {
-  while (!done_) {
+  while (!done()) {
     std::string_view available(in_.get() + in_off_, in_len_ - in_off_);
-    switch (framing_) {
-      case http1::BodyFraming::kNone:
+    const size_t before = available.size();
+    std::string_view piece;
+    const BodyReader::Event event = body_reader_.next(available, piece);
+    in_off_ += before - available.size();
+    switch (event) {
+      case BodyReader::Event::kData:
+        if (!deliver(piece)) return;
+        continue;
+      case BodyReader::Event::kEnd:
         response_complete();
         return;
-      case http1::BodyFraming::kLength: {
-        if (remaining_ == 0) {
-          response_complete();
-          return;
-        }
-        if (available.empty()) return;
-        size_t take = available.size() < remaining_ ? available.size() : remaining_;
-        in_off_ += take;
-        remaining_ -= take;
-        if (!deliver(available.substr(0, take))) return;
-        continue;
-      }
-      case http1::BodyFraming::kChunked: {
-        http1::ChunkedDecoder::Result r = chunked_.decode(available);
-        in_off_ += r.consumed;
-        switch (r.status) {
-          case http1::ChunkedDecoder::Status::kData:
-            if (!deliver(r.data)) return;
-            continue;
-          case http1::ChunkedDecoder::Status::kDone:
-            response_complete();
-            return;
-          case http1::ChunkedDecoder::Status::kNeedMore:
-            return;
-          case http1::ChunkedDecoder::Status::kError:
-            body_failed(502, "invalid response", "malformed chunked body");
-            return;
-        }
+      case BodyReader::Event::kNeedMore:
         return;
-      }
-      case http1::BodyFraming::kClose:
-        if (available.empty()) return;
-        in_off_ = in_len_;
-        if (!deliver(available)) return;
-        continue;
+      case BodyReader::Event::kError:
+        fail(upstream::Failure::kMalformed, "invalid response", "malformed chunked body");
+        return;
     }
   }
 }
@@ -1124,18 +850,16 @@ void ProxyExchange::pump_body() {
 void ProxyExchange::response_complete() {
   // Reusable only when the exchange on it was complete in both directions and nothing extra
   // arrived after the response.
-  bool pool = fd_ >= 0 && keep_alive_ && in_off_ == in_len_ && body_done_ && !write_broken_ &&
-              out_off_ == out_.size() && phase_ != Phase::kTunnel;
-  close_upstream(pool);
-  release_slot(true);
-  if (phase_ == Phase::kResponseBody && spooled()) {
+  bool pool = conn_ && keep_alive_ && in_off_ == in_len_ && request_done_ && !write_broken_ &&
+              out_sent_ == out_.size() && step_ != Step::kTunnel;
+  complete_upstream(pool);
+  if (step_ == Step::kResponseBody && spooled()) {
     // The back end is done and free; the client still has the spool to take.
-    phase_ = Phase::kSpoolDrain;
-    upstream_finished_ = true;
+    step_ = Step::kSpoolDrain;
     if (!client_full_) drain_spool();
     return;
   }
-  if (phase_ == Phase::kDrain) {
+  if (step_ == Step::kDrain) {
     // Only the status: the connection adds the site's error page.
     response_.clear();
     response_.set_status(status_);
@@ -1149,158 +873,37 @@ void ProxyExchange::response_complete() {
 }
 
 void ProxyExchange::upstream_eof() {
-  switch (phase_) {
-    case Phase::kRequest:
-      if (!got_byte_) {
-        if (reused_ && (replayable_ || !written_any_) && !write_broken_) {
-          stale_connection();
-          return;
-        }
-        attempt_failed(Failure::kExchange, 502, "closed the connection without a response");
+  switch (step_) {
+    case Step::kRequest:
+      if (!got_byte_) {  // a stale pooled connection is retried on a fresh one (fail())
+        fail(upstream::Failure::kReset, "closed the connection without a response");
         return;
       }
       if (parser_.finish().status == http1::ResponseParser::Status::kDone) {
         // Unreachable in practice (a head is needed first), kept for completeness.
-        attempt_failed(Failure::kExchange, 502, "invalid response", "empty response");
+        fail(upstream::Failure::kMalformed, "invalid response", "empty response");
         return;
       }
-      attempt_failed(Failure::kExchange, 502, "closed the connection in the response head");
+      fail(upstream::Failure::kReset, "closed the connection in the response head");
       return;
-    case Phase::kResponseBody:
+    case Step::kResponseBody:
       if (framing_ == http1::BodyFraming::kClose) {
         keep_alive_ = false;
         response_complete();
         return;
       }
-      body_failed(502, "closed the connection before the end of the response body");
+      fail(upstream::Failure::kReset, "closed the connection before the end of the response body");
       return;
-    case Phase::kDrain:
+    case Step::kDrain:
       keep_alive_ = false;
       response_complete();
       return;
-    case Phase::kTunnel:
-      close_upstream(false);
-      release_slot(true);
-      downstream_.finish();
-      end();
+    case Step::kTunnel:
+      end_tunnel(0);
       return;
-    default:
+    case Step::kSpoolDrain:
       return;
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Failures.
-
-void ProxyExchange::attempt_failed(Failure kind, int status, const char* what, const char* detail) {
-  LOG_ERROR("proxy: upstream %s (group \"%s\"): %s%s%s", server_address(), group_name(), what,
-            *detail ? ": " : "", detail);
-  close_upstream(false);
-  group_.report_failure(server_, what);
-  release_slot(false);
-  last_status_ = status;
-  if (streamed_ || downstream_.head_sent()) {
-    downstream_.fail(status);
-    end();
-    return;
-  }
-  const config::UpstreamGroup& config = group_.config();
-  uint32_t max_tries = config.tries == 0 ? 1 : config.tries;
-  int64_t budget = config.try_timeout.count();
-  bool request_intact = replayable_ || !written_any_;
-  bool may_retry = tries_ < max_tries &&
-                   (budget <= 0 || handler_.clock_.monotonic_ms - started_ms_ < budget) &&
-                   request_intact && !write_broken_ &&
-                   (kind == Failure::kConnect || is_idempotent(request_.method));
-  if (!may_retry) {
-    fail_client(status);
-    return;
-  }
-  in_off_ = in_len_ = 0;
-  acquire_server();
-}
-
-void ProxyExchange::stale_connection() {
-  // The back end closed a pooled connection while it was idle. Not its failure: the same server
-  // is asked again on a fresh connection, without counting a try.
-  LOG_DEBUG("proxy: pooled connection to %s was closed by the back end; reconnecting",
-            server_address());
-  close_upstream(false);
-  open_connection(true);
-}
-
-void ProxyExchange::body_failed(int status, const char* what, const char* detail) {
-  LOG_ERROR("proxy: upstream %s (group \"%s\"): %s%s%s", server_address(), group_name(), what,
-            *detail ? ": " : "", detail);
-  close_upstream(false);
-  group_.report_failure(server_, what);
-  release_slot(false);
-  downstream_.fail(status);
-  end();
-}
-
-void ProxyExchange::client_gone() {
-  close_upstream(false);
-  release_slot(false);
-  end();
-}
-
-void ProxyExchange::fail_client(int status) {
-  close_upstream(false);
-  release_slot(false);
-  downstream_.fail(status);
-  end();
-}
-
-void ProxyExchange::respond_busy() {
-  close_upstream(false);
-  release_slot(false);
-  response_.clear();
-  response_.set_status(503);
-  response_.add_header("Retry-After", "1");
-  downstream_.respond(response_);
-  end();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Resources.
-
-void ProxyExchange::arm_io(int64_t duration_ms) {
-  if (duration_ms <= 0) {
-    disarm_io();
-    return;
-  }
-  handler_.timers_.arm(io_timer_.node, duration_ms, handler_.clock_.monotonic_ms);
-}
-
-void ProxyExchange::close_upstream(bool pool) {
-  disarm_io();
-  if (!conn_) return;
-  if (pool)
-    group_.put_idle(conn_);
-  else
-    group_.close(conn_);
-  conn_ = nullptr;
-  fd_ = -1;
-}
-
-void ProxyExchange::release_slot(bool success) {
-  if (!have_slot_) return;
-  have_slot_ = false;
-  if (success) group_.report_success(server_);
-  group_.release(server_);  // may start a queued request: last
-}
-
-void ProxyExchange::end() {
-  if (done_) return;
-  close_upstream(false);  // normally done already
-  release_slot(false);
-  if (in_) handler_.give_back_buffer(std::move(in_));
-  done_ = true;
-  phase_ = Phase::kDone;
-  disarm_io();
-  group_.cancel(*this);
-  event::dispose_later(this);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // The reverse proxy: a route handler that forwards each request to a server of an upstream group
 // (upstream/group_runtime.h) over HTTP/1.1 with keep-alive, and streams the answer back through
 // the client connection (handlers/stream_handler.h). One instance per worker and route; every
-// request in flight is a ProxyExchange (proxy_handler.cc) that owns its upstream socket.
+// request in flight is a ProxyExchange (proxy_handler.cc): the HTTP/1.1 codec on the upstream
+// exchange every gateway shares (upstream/exchange.h: slots, connections, timers, retries).
 //
 // What a request goes through:
 //   slot      GroupRuntime::acquire(): a server with a free slot (or a wait in the group's queue)
@@ -10,9 +11,10 @@
 //   response  head parsed by http1::ResponseParser (read_timeout between reads); small complete
 //             bodies are answered in one go, the rest is streamed with the client's back-pressure
 //   done      a clean keep-alive connection goes back to the pool; the slot is released
-// Failures before the client saw a byte are retried on the next server (connect errors always,
-// other errors for idempotent requests whose body is still in memory), bounded by `tries` and
-// `try_timeout`; a stale pooled connection is retried once on a fresh one without counting.
+// Failures follow the shared retry policy (upstream/retry.h): before the client saw a byte, the
+// next server (connect errors always, other errors and timeouts for idempotent requests whose
+// body is still in memory), bounded by `tries` and `try_timeout`; a stale pooled connection is
+// retried once on a fresh one without counting.
 #pragma once
 
 #include <memory>

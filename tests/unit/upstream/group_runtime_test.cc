@@ -33,6 +33,11 @@ namespace {
 
 using Acquire = GroupRuntime::Acquire;
 
+// Requests holding a slot of `server`: the balancer's count, which acquire() and release() keep.
+size_t in_use(GroupRuntime& g, size_t server) {
+  return static_cast<size_t>(g.upstream().group().active(server));
+}
+
 config::UpstreamServer unix_server(const std::string& path, uint32_t max_conns = 0) {
   config::UpstreamServer s;
   s.address = "unix:" + path;
@@ -82,7 +87,6 @@ class TestWaiter final : public Waiter {
     if (group && reacquire) {
       server = SIZE_MAX;
       last = group->acquire(PickContext{now, {}, {}}, tried, *this, &server);
-      if (last == Acquire::kReady && take_idle) idle_fd = group->take_idle(server, &idle_uses);
     }
   }
   void on_queue_timeout() override {
@@ -95,13 +99,10 @@ class TestWaiter final : public Waiter {
   // Re-acquire on on_slot_ready() like the FastCGI and proxy exchanges do.
   GroupRuntime* group = nullptr;
   bool reacquire = true;
-  bool take_idle = false;
   int64_t now = 0;
   TriedSet tried;
   Acquire last = Acquire::kUnavailable;
   size_t server = SIZE_MAX;
-  int idle_fd = -1;
-  uint32_t idle_uses = 0;
 
  private:
   int id_;
@@ -229,13 +230,13 @@ TEST_F(GroupRuntimeTest, AcquireIsReadyUntilTheCapThenQueued) {
   EXPECT_EQ(server, 0u);
   EXPECT_EQ(acquire(w2, &server), Acquire::kReady);
   EXPECT_EQ(acquire(w3, &server), Acquire::kReady);
-  EXPECT_EQ(g.in_use(0), 3u);
+  EXPECT_EQ(in_use(g, 0), 3u);
   EXPECT_EQ(g.upstream().group().active(0), 3);  // least-connections bookkeeping follows
   EXPECT_EQ(g.queued(), 0u);
   EXPECT_EQ(w1.queued_in, nullptr);
 
   EXPECT_EQ(acquire(w4, &server), Acquire::kQueued);
-  EXPECT_EQ(g.in_use(0), 3u);
+  EXPECT_EQ(in_use(g, 0), 3u);
   EXPECT_EQ(g.queued(), 1u);
   EXPECT_EQ(w4.queued_in, &g);
   EXPECT_TRUE(w4.queue_timer.armed());
@@ -248,7 +249,7 @@ TEST_F(GroupRuntimeTest, UnlimitedServerNeverQueues) {
   TestWaiter w(1, nullptr);
   size_t server;
   for (int i = 0; i < 100; ++i) ASSERT_EQ(acquire(w, &server), Acquire::kReady) << i;
-  EXPECT_EQ(g.in_use(0), 100u);
+  EXPECT_EQ(in_use(g, 0), 100u);
   EXPECT_EQ(g.queued(), 0u);
 }
 
@@ -260,8 +261,8 @@ TEST_F(GroupRuntimeTest, FullServerIsSkippedForAnotherWithRoom) {
   ASSERT_EQ(acquire(w, &s1), Acquire::kReady);
   ASSERT_EQ(acquire(w, &s2), Acquire::kReady);
   ASSERT_EQ(acquire(w, &s3), Acquire::kReady);
-  EXPECT_EQ(g.in_use(0), 1u);
-  EXPECT_EQ(g.in_use(1), 2u);
+  EXPECT_EQ(in_use(g, 0), 1u);
+  EXPECT_EQ(in_use(g, 1), 2u);
   EXPECT_EQ(acquire(w, &s1), Acquire::kQueued);  // both full now
   g.cancel(w);
 }
@@ -273,12 +274,12 @@ TEST_F(GroupRuntimeTest, ReleaseGivesTheSlotBack) {
   size_t server;
   ASSERT_EQ(acquire(w, &server), Acquire::kReady);
   g.release(server);
-  EXPECT_EQ(g.in_use(0), 0u);
+  EXPECT_EQ(in_use(g, 0), 0u);
   EXPECT_EQ(g.upstream().group().active(0), 0);
   EXPECT_EQ(acquire(w, &server), Acquire::kReady);
   g.release(server);
   g.release(server);  // one release too many never goes below zero
-  EXPECT_EQ(g.in_use(0), 0u);
+  EXPECT_EQ(in_use(g, 0), 0u);
   EXPECT_EQ(acquire(w, &server), Acquire::kReady);
   EXPECT_EQ(acquire(w, &server), Acquire::kQueued);
   g.cancel(w);
@@ -312,17 +313,17 @@ TEST_F(GroupRuntimeTest, ReleaseWakesTheFirstWaiterInFifoOrder) {
   EXPECT_EQ(w1.queued_in, nullptr);
   EXPECT_FALSE(w1.queue_timer.armed());
   EXPECT_EQ(g.queued(), 2u);
-  EXPECT_EQ(g.in_use(0), 1u);
+  EXPECT_EQ(in_use(g, 0), 1u);
 
   g.release(0);
   g.release(0);
   EXPECT_EQ(log, std::vector<int>({1, 2, 3}));
   EXPECT_EQ(g.queued(), 0u);
-  EXPECT_EQ(g.in_use(0), 1u);  // w3 holds it now
+  EXPECT_EQ(in_use(g, 0), 1u);  // w3 holds it now
 
   g.release(0);  // nobody waits any more
   EXPECT_EQ(log, std::vector<int>({1, 2, 3}));
-  EXPECT_EQ(g.in_use(0), 0u);
+  EXPECT_EQ(in_use(g, 0), 0u);
 }
 
 TEST_F(GroupRuntimeTest, WokenWaiterFindsTheSlotAlreadyFree) {
@@ -335,7 +336,7 @@ TEST_F(GroupRuntimeTest, WokenWaiterFindsTheSlotAlreadyFree) {
   ASSERT_EQ(acquire(w, &server), Acquire::kQueued);
   g.release(0);
   EXPECT_EQ(w.ready, 1);
-  EXPECT_EQ(g.in_use(0), 0u);  // freed before the waiter was told
+  EXPECT_EQ(in_use(g, 0), 0u);  // freed before the waiter was told
   EXPECT_EQ(g.queued(), 0u);
   EXPECT_EQ(acquire(w, &server), Acquire::kReady);
 }
@@ -559,9 +560,9 @@ TEST_F(GroupRuntimeTest, SlotFreedForAWaiterThatCannotUseItGoesToTheNextWaiter) 
   g.release(a);  // `retry` cannot use a; `fresh` can
   EXPECT_EQ(retry.last, Acquire::kQueued);
   EXPECT_EQ(fresh.ready, 1) << "server " << a << " is free but the waiter that could use it "
-                            << "was not woken (in_use=" << g.in_use(a) << ")";
+                            << "was not woken (in_use=" << in_use(g, a) << ")";
   EXPECT_EQ(fresh.last, Acquire::kReady);
-  EXPECT_EQ(g.in_use(a), 1u);
+  EXPECT_EQ(in_use(g, a), 1u);
   g.cancel(retry);
   g.cancel(fresh);
 }
@@ -637,329 +638,6 @@ TEST_F(GroupRuntimeTest, ProbeDownServersAreUnavailable) {
   EXPECT_EQ(server, 1u);
 }
 
-// ---------------------------------------------------------------------------------------------
-// The idle pool.
-
-TEST_F(GroupRuntimeTest, IdleConnectionsAreTakenMostRecentFirst) {
-  group_.servers = {unix_server("/a", 0), unix_server("/b", 0)};
-  group_.keepalive = 8;
-  GroupRuntime& g = make(1);
-  int pa, pb, pc;
-  int a = pair(&pa), b = pair(&pb), c = pair(&pc);
-  uint32_t uses = 0;
-  EXPECT_EQ(g.take_idle(0, &uses), -1);
-  g.put_idle(0, a, 1);
-  g.put_idle(0, b, 2);
-  g.put_idle(0, c, 3);
-  EXPECT_EQ(g.idle(0), 3u);
-  EXPECT_EQ(g.idle(1), 0u);
-  EXPECT_EQ(g.take_idle(1, &uses), -1);  // pools are per server
-
-  EXPECT_EQ(g.take_idle(0, &uses), c);
-  EXPECT_EQ(uses, 3u);
-  EXPECT_EQ(g.take_idle(0, &uses), b);
-  EXPECT_EQ(uses, 2u);
-  EXPECT_EQ(g.idle(0), 1u);
-  g.put_idle(0, c, 4);  // back on top
-  EXPECT_EQ(g.take_idle(0, &uses), c);
-  EXPECT_EQ(uses, 4u);
-  EXPECT_EQ(g.take_idle(0, &uses), a);
-  EXPECT_EQ(uses, 1u);
-  EXPECT_EQ(g.take_idle(0, &uses), -1);
-  EXPECT_EQ(g.idle(0), 0u);
-  event::dispose_pending();
-  // Taken connections are the caller's again: still open.
-  EXPECT_TRUE(fd_open(a));
-  EXPECT_TRUE(fd_open(b));
-  EXPECT_TRUE(fd_open(c));
-  for (int fd : {a, b, c}) ::close(fd);
-}
-
-TEST_F(GroupRuntimeTest, KeepaliveLimitClosesConnectionsBeyondIt) {
-  group_.servers = {unix_server("/a", 0)};
-  group_.keepalive = 2;
-  GroupRuntime& g = make(1);
-  int pa, pb, pc;
-  int a = pair(&pa), b = pair(&pb), c = pair(&pc);
-  g.put_idle(0, a, 1);
-  g.put_idle(0, b, 1);
-  g.put_idle(0, c, 1);
-  EXPECT_EQ(g.idle(0), 2u);
-  EXPECT_TRUE(peer_closed(pc));
-  EXPECT_FALSE(peer_closed(pa));
-  EXPECT_FALSE(peer_closed(pb));
-  uint32_t uses;
-  EXPECT_EQ(g.take_idle(0, &uses), b);
-  EXPECT_EQ(g.take_idle(0, &uses), a);
-  ::close(a);
-  ::close(b);
-}
-
-TEST_F(GroupRuntimeTest, KeepaliveZeroPoolsNothing) {
-  group_.servers = {unix_server("/a", 0)};
-  group_.keepalive = 0;
-  GroupRuntime& g = make(1);
-  int pa;
-  int a = pair(&pa);
-  g.put_idle(0, a, 1);
-  EXPECT_EQ(g.idle(0), 0u);
-  EXPECT_TRUE(peer_closed(pa));
-}
-
-TEST_F(GroupRuntimeTest, KeepaliveRequestsLimitClosesAWornConnection) {
-  group_.servers = {unix_server("/a", 0)};
-  group_.keepalive_requests = 3;
-  GroupRuntime& g = make(1);
-  int pa, pb;
-  int a = pair(&pa), b = pair(&pb);
-  g.put_idle(0, a, 3);  // carried its third request: done
-  EXPECT_EQ(g.idle(0), 0u);
-  EXPECT_TRUE(peer_closed(pa));
-  g.put_idle(0, b, 2);
-  EXPECT_EQ(g.idle(0), 1u);
-  EXPECT_FALSE(peer_closed(pb));
-}
-
-// put_idle() comes before release(), as in the handlers: a connection is pooled only when the
-// idle connections and the slots in use stay within the cap once its slot is given back.
-TEST_F(GroupRuntimeTest, IdlePlusInUseStaysWithinTheCap) {
-  group_.servers = {unix_server("/a", 2)};
-  group_.keepalive = 8;
-  GroupRuntime& g = make(1);
-  ASSERT_EQ(g.cap(0), 2u);
-  TestWaiter w(1, nullptr);
-  size_t sa, sb, sc;
-  int pa, pb, pc;
-  ASSERT_EQ(acquire(w, &sa), Acquire::kReady);
-  ASSERT_EQ(acquire(w, &sb), Acquire::kReady);
-  int a = pair(&pa), b = pair(&pb);
-
-  g.put_idle(sa, a, 1);  // a done
-  g.release(sa);
-  EXPECT_EQ(g.idle(0), 1u);
-  EXPECT_EQ(g.in_use(0), 1u);
-
-  // A request that opens its own connection while one is idle (say the pooled one was stale
-  // and a fresh one is being tried) must not push the pool beyond the cap when it finishes.
-  ASSERT_EQ(acquire(w, &sc), Acquire::kReady);
-  int c = pair(&pc);
-  EXPECT_EQ(g.in_use(0), 2u);
-  g.put_idle(sc, c, 1);
-  g.release(sc);
-  EXPECT_TRUE(peer_closed(pc));
-  EXPECT_EQ(g.idle(0), 1u);
-  EXPECT_LE(g.idle(0) + g.in_use(0), g.cap(0));
-
-  g.put_idle(sb, b, 1);  // b done: 1 idle + 1 in use (b's, about to go) -> 2 idle
-  g.release(sb);
-  EXPECT_EQ(g.idle(0), 2u);
-  EXPECT_EQ(g.in_use(0), 0u);
-  EXPECT_FALSE(peer_closed(pa));
-  EXPECT_FALSE(peer_closed(pb));
-}
-
-// The handlers' protocol played many times over: acquire (or queue), take an idle connection or
-// open one, finish with put_idle + release (or close + release). Connections held by requests
-// plus pooled ones never exceed the cap.
-TEST_F(GroupRuntimeTest, PoolAndSlotsNeverExceedTheCapUnderChurn) {
-  group_.servers = {unix_server("/a", 3)};
-  group_.keepalive = 8;
-  group_.keepalive_requests = 5;
-  GroupRuntime& g = make(1);
-  ASSERT_EQ(g.cap(0), 3u);
-
-  struct Request {
-    std::unique_ptr<TestWaiter> waiter;
-    int fd = -1;
-    uint32_t uses = 0;
-    bool active = false;
-  };
-  std::vector<Request> requests(8);
-  size_t live = 0;  // connections held by requests
-  auto start_on = [&](Request& r, size_t server) {
-    uint32_t uses = 0;
-    int fd = g.take_idle(server, &uses);
-    if (fd < 0) {  // a fresh connection; its peer is not needed (nobody polls here)
-      int sv[2];
-      EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-      ::close(sv[1]);
-      fd = sv[0];
-      uses = 0;
-    }
-    r.fd = fd;
-    r.uses = uses;
-    r.active = true;
-    ++live;
-  };
-  uint64_t x = 0x9E3779B97F4A7C15ull;
-  for (int step = 0; step < 2000; ++step) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    Request& r = requests[x % requests.size()];
-    if (!r.waiter) {
-      r.waiter = std::make_unique<TestWaiter>(static_cast<int>(x % 100), nullptr);
-      r.waiter->reacquire = false;
-    }
-    if (r.active) {
-      r.active = false;
-      --live;
-      if ((x >> 20) % 4 == 0)
-        ::close(r.fd);
-      else
-        g.put_idle(0, r.fd, r.uses + 1);
-      r.fd = -1;
-      g.release(0);
-    } else if (!r.waiter->queued_in) {
-      size_t server;
-      if (acquire(*r.waiter, &server) == Acquire::kReady) start_on(r, server);
-    }
-    // Woken waiters (reacquire is off) try again here, as an exchange would from the callback.
-    for (Request& q : requests)
-      if (q.waiter && q.waiter->ready > 0 && !q.active && !q.waiter->queued_in) {
-        q.waiter->ready = 0;
-        size_t server;
-        if (acquire(*q.waiter, &server) == Acquire::kReady) start_on(q, server);
-      }
-    ASSERT_EQ(live, g.in_use(0)) << "step " << step;
-    ASSERT_LE(g.idle(0) + live, g.cap(0)) << "step " << step;
-  }
-  for (Request& r : requests) {
-    if (r.waiter) g.cancel(*r.waiter);
-    if (r.active) ::close(r.fd);
-  }
-}
-
-TEST_F(GroupRuntimeTest, IdleConnectionClosedByThePeerLeavesThePool) {
-  group_.servers = {unix_server("/a", 0)};
-  GroupRuntime& g = make(1);
-  int pa, pb;
-  int a = pair(&pa), b = pair(&pb);
-  g.put_idle(0, a, 1);
-  g.put_idle(0, b, 1);
-  pump();  // the first writability edges: reported, and no reason to drop anything
-  EXPECT_EQ(g.idle(0), 2u);
-  EXPECT_TRUE(fd_open(a));
-  EXPECT_TRUE(fd_open(b));
-
-  close_peer(pa);
-  EXPECT_EQ(pump(), 1);
-  EXPECT_EQ(g.idle(0), 1u);
-  EXPECT_FALSE(fd_open(a));  // closed by the pool
-  uint32_t uses;
-  EXPECT_EQ(g.take_idle(0, &uses), b);  // the survivor
-  ::close(b);
-}
-
-TEST_F(GroupRuntimeTest, IdleConnectionThatSendsDataLeavesThePool) {
-  group_.servers = {unix_server("/a", 0)};
-  GroupRuntime& g = make(1);
-  int pa;
-  int a = pair(&pa);
-  g.put_idle(0, a, 1);
-  ASSERT_EQ(::send(pa, "x", 1, MSG_NOSIGNAL), 1);
-  EXPECT_EQ(pump(), 1);
-  EXPECT_EQ(g.idle(0), 0u);
-  EXPECT_TRUE(peer_closed(pa));
-}
-
-TEST_F(GroupRuntimeTest, PooledConnectionStillRegisteredByItsOwnerIsWatchedByThePool) {
-  group_.servers = {unix_server("/a", 0)};
-  GroupRuntime& g = make(1);
-  struct Owner final : event::Pollable {
-    int events = 0;
-    void on_ready(uint32_t) override { ++events; }
-  } owner;
-  int pa;
-  int a = pair(&pa);
-  ASSERT_TRUE(poller_->add(a, event::kReadable | event::kEdgeTriggered, &owner));
-  g.put_idle(0, a, 1);  // add() fails (already there): modify() takes it over
-  EXPECT_EQ(g.idle(0), 1u);
-  close_peer(pa);
-  EXPECT_EQ(pump(), 1);
-  EXPECT_EQ(owner.events, 0);
-  EXPECT_EQ(g.idle(0), 0u);
-  EXPECT_FALSE(fd_open(a));
-}
-
-TEST_F(GroupRuntimeTest, TakenConnectionIsNoLongerWatched) {
-  group_.servers = {unix_server("/a", 0)};
-  group_.keepalive_timeout = config::Millis(1000);
-  GroupRuntime& g = make(1);
-  int pa;
-  int a = pair(&pa);
-  g.put_idle(0, a, 1);
-  uint32_t uses;
-  ASSERT_EQ(g.take_idle(0, &uses), a);
-  close_peer(pa);
-  EXPECT_EQ(pump(), 0);                          // out of the poller
-  timers_.run(clock_.monotonic_ms + 1'000'000);  // and its idle timer disarmed
-  EXPECT_TRUE(fd_open(a));
-  ::close(a);
-}
-
-// The peer closes, the event is already in the batch, and a request takes the connection before
-// the event is handled: the event must find nothing to do (the fd now belongs to the request).
-TEST_F(GroupRuntimeTest, EventForAConnectionTakenInTheSameBatchIsIgnored) {
-  group_.servers = {unix_server("/a", 0)};
-  GroupRuntime& g = make(1);
-  int pa, pb;
-  int a = pair(&pa), b = pair(&pb);
-  g.put_idle(0, b, 1);
-  g.put_idle(0, a, 1);
-  pump();  // the first writability edges
-  ASSERT_EQ(g.idle(0), 2u);
-  close_peer(pa);
-  event::ReadyEvent events[8];
-  ASSERT_EQ(poller_->wait(0, events, 8), 1);
-  uint32_t uses;
-  ASSERT_EQ(g.take_idle(0, &uses), a);
-  events[0].target->on_ready(events[0].readiness);
-  event::dispose_pending();
-  EXPECT_TRUE(fd_open(a));
-  EXPECT_EQ(g.idle(0), 1u);
-  EXPECT_EQ(g.take_idle(0, &uses), b);
-  ::close(a);
-  ::close(b);
-}
-
-TEST_F(GroupRuntimeTest, IdleTimeoutClosesTheConnection) {
-  group_.servers = {unix_server("/a", 0)};
-  group_.keepalive_timeout = config::Millis(1000);
-  GroupRuntime& g = make(1);
-  int pa, pb;
-  int a = pair(&pa), b = pair(&pb);
-  const int64_t t0 = clock_.monotonic_ms;
-  g.put_idle(0, a, 1);
-  clock_.monotonic_ms = t0 + 400;
-  g.put_idle(0, b, 1);
-  EXPECT_EQ(timers_.next_in(t0), 1000);
-
-  timers_.run(t0 + 999);
-  EXPECT_EQ(g.idle(0), 2u);
-  timers_.run(t0 + 1000);
-  event::dispose_pending();
-  EXPECT_EQ(g.idle(0), 1u);
-  EXPECT_TRUE(peer_closed(pa));
-  EXPECT_FALSE(peer_closed(pb));
-  timers_.run(t0 + 1400);
-  event::dispose_pending();
-  EXPECT_EQ(g.idle(0), 0u);
-  EXPECT_TRUE(peer_closed(pb));
-  EXPECT_EQ(pump(), 0);  // nothing left registered
-}
-
-TEST_F(GroupRuntimeTest, DestructionClosesPooledConnections) {
-  group_.servers = {unix_server("/a", 0)};
-  GroupRuntime& g = make(1);
-  int pa;
-  int a = pair(&pa);
-  g.put_idle(0, a, 1);
-  runtime_.reset();
-  event::dispose_pending();
-  EXPECT_TRUE(peer_closed(pa));
-}
-
 TEST_F(GroupRuntimeTest, DestructionLeavesNoWaiterLinked) {
   group_.servers = {unix_server("/a", 1)};
   TestWaiter holder(0, nullptr), w(1, nullptr);
@@ -1001,7 +679,40 @@ class GroupRuntimeConnectionTest : public GroupRuntimeTest {
     if (fd >= 0) peers_.push_back(fd);
     return fd;
   }
+  // A group of `n` unix servers, each a listening socket of its own.
+  GroupRuntime& make_listening_servers(size_t n, uint32_t max_conns = 0) {
+    group_.servers.clear();
+    for (size_t i = 0; i < n; ++i) {
+      std::string path;
+      listeners_.push_back(listen_unix("upstream" + std::to_string(i) + ".sock", 64, &path));
+      group_.servers.push_back(unix_server(path, max_conns));
+    }
+    listener_ = listeners_[0];
+    return make(1);
+  }
+  // A connection to server `s` through the group, and the back end's end of it in *peer.
+  UpstreamConnection* connect(GroupRuntime& g, size_t s, int* peer) {
+    UpstreamConnection* c = g.open(s, user_);
+    EXPECT_NE(c, nullptr) << std::strerror(errno);
+    int saved = listener_;
+    listener_ = listeners_.empty() ? listener_ : listeners_[s];
+    *peer = accept_peer();
+    listener_ = saved;
+    return c;
+  }
+  // Takes every idle connection of `server` (most recently used first), checks that they are
+  // `expected`, and closes them.
+  void expect_pool_and_close(GroupRuntime& g, size_t server,
+                             const std::vector<UpstreamConnection*>& expected) {
+    std::vector<UpstreamConnection*> taken;
+    while (UpstreamConnection* c = g.take_idle(server, user_)) taken.push_back(c);
+    EXPECT_EQ(taken, expected);
+    for (UpstreamConnection* c : taken) g.close(c);
+    event::dispose_pending();
+  }
   int listener_ = -1;
+  std::vector<int> listeners_;
+  RecordingUser user_;
 };
 
 TEST_F(GroupRuntimeConnectionTest, OpenedConnectionPassesReadinessToItsUser) {
@@ -1023,7 +734,7 @@ TEST_F(GroupRuntimeConnectionTest, OpenedConnectionPassesReadinessToItsUser) {
   EXPECT_EQ(pump(), 1);
   EXPECT_EQ(user.events, 1);
   EXPECT_TRUE(user.readiness & event::kIn);
-  EXPECT_EQ(g.idle(0), 0u);
+  EXPECT_EQ(g.take_idle(0, user), nullptr);  // in use: not pooled
   g.close(c);
   event::dispose_pending();
   EXPECT_TRUE(peer_closed(peer));
@@ -1038,7 +749,7 @@ TEST_F(GroupRuntimeConnectionTest, PooledConnectionGoesToItsNextUser) {
   int peer = accept_peer();
   pump();
   g.put_idle(c);
-  EXPECT_EQ(g.idle(0), 1u);
+  EXPECT_GE(c->fd(), 0);  // pooled, not closed
   EXPECT_EQ(c->uses(), 1u);
   EXPECT_EQ(pump(), 0);
 
@@ -1046,7 +757,6 @@ TEST_F(GroupRuntimeConnectionTest, PooledConnectionGoesToItsNextUser) {
   ASSERT_EQ(again, c);
   EXPECT_EQ(again->fd(), fd);
   EXPECT_TRUE(again->reused());
-  EXPECT_EQ(g.idle(0), 0u);
   EXPECT_EQ(g.take_idle(0, second), nullptr);
 
   first = RecordingUser();
@@ -1069,7 +779,7 @@ TEST_F(GroupRuntimeConnectionTest, HandOverPassesReadinessToTheNextUserAndCounts
   g.hand_over(c, second);
   EXPECT_EQ(c->uses(), 1u);
   EXPECT_TRUE(c->reused());
-  EXPECT_EQ(g.idle(0), 0u);  // in use all along: never pooled
+  EXPECT_EQ(g.take_idle(0, second), nullptr);  // in use all along: never pooled
   first = RecordingUser();
   ASSERT_EQ(::send(peer, "x", 1, MSG_NOSIGNAL), 1);
   EXPECT_EQ(pump(), 1);
@@ -1092,7 +802,6 @@ TEST_F(GroupRuntimeConnectionTest, IdleConnectionClosedByTheBackEndLeavesThePool
   close_peer(peer);
   EXPECT_EQ(pump(), 1);
   EXPECT_EQ(user.events, 0);  // not the previous user's business any more
-  EXPECT_EQ(g.idle(0), 0u);
   EXPECT_FALSE(fd_open(fd));
   EXPECT_EQ(g.take_idle(0, user), nullptr);
 }
@@ -1107,10 +816,10 @@ TEST_F(GroupRuntimeConnectionTest, IdleTimeoutClosesAPooledConnection) {
   pump();
   g.put_idle(c);
   timers_.run(clock_.monotonic_ms + 1999);
-  EXPECT_EQ(g.idle(0), 1u);
+  EXPECT_GE(c->fd(), 0);
   timers_.run(clock_.monotonic_ms + 2000);
   event::dispose_pending();
-  EXPECT_EQ(g.idle(0), 0u);
+  EXPECT_EQ(g.take_idle(0, user), nullptr);
   EXPECT_TRUE(peer_closed(peer));
 }
 
@@ -1141,12 +850,12 @@ TEST_F(GroupRuntimeConnectionTest, KeepaliveRequestsCountsEveryPut) {
   int peer = accept_peer();
   pump();
   g.put_idle(c);  // first request done
-  EXPECT_EQ(g.idle(0), 1u);
+  EXPECT_GE(c->fd(), 0);
   ASSERT_EQ(g.take_idle(0, user), c);
   EXPECT_EQ(c->uses(), 1u);
   g.put_idle(c);  // second: worn out
   event::dispose_pending();
-  EXPECT_EQ(g.idle(0), 0u);
+  EXPECT_EQ(g.take_idle(0, user), nullptr);
   EXPECT_TRUE(peer_closed(peer));
 }
 
@@ -1166,8 +875,10 @@ TEST_F(GroupRuntimeConnectionTest, PutIdleRespectsTheCap) {
   ASSERT_EQ(acquire(w, &s), Acquire::kReady);  // in use 2, idle 1: one too many once done
   g.put_idle(b);
   g.release(0);
-  EXPECT_EQ(g.idle(0), 1u);
-  EXPECT_LE(g.idle(0) + g.in_use(0), g.cap(0));
+  EXPECT_LT(b->fd(), 0);  // closed (freed after the batch): a alone stays pooled
+  EXPECT_EQ(g.take_idle(0, user), a);
+  EXPECT_EQ(g.take_idle(0, user), nullptr);
+  g.close(a);
   event::dispose_pending();
 }
 
@@ -1210,6 +921,264 @@ TEST_F(GroupRuntimeConnectionTest, DestructionClosesPooledConnections) {
   runtime_.reset();
   event::dispose_pending();
   EXPECT_TRUE(peer_closed(peer));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pool's order and limits, on real connections (open() to listening unix sockets).
+
+TEST_F(GroupRuntimeConnectionTest, IdleConnectionsAreTakenMostRecentFirst) {
+  group_.keepalive = 8;
+  GroupRuntime& g = make_listening_servers(2);
+  int pa, pb, pc;
+  UpstreamConnection* a = connect(g, 0, &pa);
+  UpstreamConnection* b = connect(g, 0, &pb);
+  UpstreamConnection* c = connect(g, 0, &pc);
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(g.take_idle(0, user_), nullptr);
+  g.put_idle(a);
+  g.put_idle(b);
+  g.put_idle(c);
+  EXPECT_EQ(g.take_idle(1, user_), nullptr);  // pools are per server
+
+  EXPECT_EQ(g.take_idle(0, user_), c);
+  EXPECT_EQ(g.take_idle(0, user_), b);
+  g.put_idle(c);  // back on top
+  EXPECT_EQ(g.take_idle(0, user_), c);
+  EXPECT_EQ(c->uses(), 2u);
+  EXPECT_EQ(g.take_idle(0, user_), a);
+  EXPECT_EQ(g.take_idle(0, user_), nullptr);
+  // Taken connections are the caller's: still open.
+  for (int peer : {pa, pb, pc}) EXPECT_FALSE(peer_closed(peer));
+  for (UpstreamConnection* x : {a, b, c}) g.close(x);
+  event::dispose_pending();
+  for (int peer : {pa, pb, pc}) EXPECT_TRUE(peer_closed(peer));
+}
+
+TEST_F(GroupRuntimeConnectionTest, KeepaliveLimitClosesConnectionsBeyondIt) {
+  group_.keepalive = 2;
+  GroupRuntime& g = make_listening();
+  int pa, pb, pc;
+  UpstreamConnection* a = connect(g, 0, &pa);
+  UpstreamConnection* b = connect(g, 0, &pb);
+  UpstreamConnection* c = connect(g, 0, &pc);
+  ASSERT_TRUE(a && b && c);
+  g.put_idle(a);
+  g.put_idle(b);
+  g.put_idle(c);
+  event::dispose_pending();
+  EXPECT_TRUE(peer_closed(pc));
+  EXPECT_FALSE(peer_closed(pa));
+  EXPECT_FALSE(peer_closed(pb));
+  expect_pool_and_close(g, 0, {b, a});
+}
+
+TEST_F(GroupRuntimeConnectionTest, KeepaliveZeroPoolsNothing) {
+  group_.keepalive = 0;
+  GroupRuntime& g = make_listening();
+  int pa;
+  UpstreamConnection* a = connect(g, 0, &pa);
+  ASSERT_NE(a, nullptr);
+  g.put_idle(a);
+  event::dispose_pending();
+  EXPECT_EQ(g.take_idle(0, user_), nullptr);
+  EXPECT_TRUE(peer_closed(pa));
+}
+
+// put_idle() comes before release(), as in the exchanges: a connection is pooled only when the
+// idle connections and the slots in use stay within the cap once its slot is given back.
+TEST_F(GroupRuntimeConnectionTest, IdlePlusInUseStaysWithinTheCap) {
+  group_.keepalive = 8;
+  GroupRuntime& g = make_listening(2);
+  ASSERT_EQ(g.cap(0), 2u);
+  TestWaiter w(1, nullptr);
+  size_t sa, sb, sc;
+  int pa, pb, pc;
+  ASSERT_EQ(acquire(w, &sa), Acquire::kReady);
+  ASSERT_EQ(acquire(w, &sb), Acquire::kReady);
+  UpstreamConnection* a = connect(g, 0, &pa);
+  UpstreamConnection* b = connect(g, 0, &pb);
+  ASSERT_TRUE(a && b);
+
+  g.put_idle(a);  // a done
+  g.release(sa);
+  EXPECT_GE(a->fd(), 0);
+  EXPECT_EQ(in_use(g, 0), 1u);
+
+  // A request that opens its own connection while one is idle (say the pooled one was stale
+  // and a fresh one is being tried) must not push the pool beyond the cap when it finishes.
+  ASSERT_EQ(acquire(w, &sc), Acquire::kReady);
+  UpstreamConnection* c = connect(g, 0, &pc);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(in_use(g, 0), 2u);
+  g.put_idle(c);
+  g.release(sc);
+  event::dispose_pending();
+  EXPECT_TRUE(peer_closed(pc));
+
+  g.put_idle(b);  // b done: 1 idle + 1 in use (b's, about to go) -> 2 idle
+  g.release(sb);
+  EXPECT_EQ(in_use(g, 0), 0u);
+  EXPECT_FALSE(peer_closed(pa));
+  EXPECT_FALSE(peer_closed(pb));
+  expect_pool_and_close(g, 0, {b, a});
+}
+
+// The exchanges' protocol played many times over: acquire (or queue), take an idle connection or
+// open one, finish with put_idle + release (or close + release). Connections held by requests
+// plus pooled ones never exceed the cap.
+TEST_F(GroupRuntimeConnectionTest, PoolAndSlotsNeverExceedTheCapUnderChurn) {
+  group_.keepalive = 8;
+  group_.keepalive_requests = 5;
+  GroupRuntime& g = make_listening(3);
+  ASSERT_EQ(g.cap(0), 3u);
+
+  struct Request {
+    std::unique_ptr<TestWaiter> waiter;
+    UpstreamConnection* conn = nullptr;
+  };
+  std::vector<Request> requests(8);
+  size_t live = 0;    // connections held by requests
+  size_t pooled = 0;  // connections put back and still open
+  auto start_on = [&](Request& r, size_t server) {
+    r.conn = g.take_idle(server, user_);
+    if (r.conn) {
+      --pooled;
+    } else {
+      int peer;
+      r.conn = connect(g, server, &peer);
+    }
+    ++live;
+  };
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (int step = 0; step < 2000; ++step) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    Request& r = requests[x % requests.size()];
+    if (!r.waiter) {
+      r.waiter = std::make_unique<TestWaiter>(static_cast<int>(x % 100), nullptr);
+      r.waiter->reacquire = false;
+    }
+    if (r.conn) {
+      --live;
+      if ((x >> 20) % 4 == 0) {
+        g.close(r.conn);
+      } else {
+        g.put_idle(r.conn);
+        if (r.conn->fd() >= 0) ++pooled;  // else closed by the limits
+      }
+      r.conn = nullptr;
+      g.release(0);
+    } else if (!r.waiter->queued_in) {
+      size_t server;
+      if (acquire(*r.waiter, &server) == Acquire::kReady) start_on(r, server);
+    }
+    // Woken waiters (reacquire is off) try again here, as an exchange would from the callback.
+    for (Request& q : requests)
+      if (q.waiter && q.waiter->ready > 0 && !q.conn && !q.waiter->queued_in) {
+        q.waiter->ready = 0;
+        size_t server;
+        if (acquire(*q.waiter, &server) == Acquire::kReady) start_on(q, server);
+      }
+    event::dispose_pending();
+    ASSERT_EQ(live, in_use(g, 0)) << "step " << step;
+    ASSERT_LE(pooled + live, g.cap(0)) << "step " << step;
+  }
+  for (Request& r : requests) {
+    if (r.waiter) g.cancel(*r.waiter);
+    if (r.conn) g.close(r.conn);
+  }
+  size_t taken = 0;
+  while (UpstreamConnection* c = g.take_idle(0, user_)) {
+    g.close(c);
+    ++taken;
+  }
+  EXPECT_EQ(taken, pooled);
+  event::dispose_pending();
+}
+
+TEST_F(GroupRuntimeConnectionTest, OnlyTheConnectionClosedByThePeerLeavesThePool) {
+  GroupRuntime& g = make_listening();
+  int pa, pb;
+  UpstreamConnection* a = connect(g, 0, &pa);
+  UpstreamConnection* b = connect(g, 0, &pb);
+  ASSERT_TRUE(a && b);
+  pump();  // the connects' writability edges
+  g.put_idle(a);
+  g.put_idle(b);
+  EXPECT_EQ(pump(), 0);
+  close_peer(pa);
+  EXPECT_EQ(pump(), 1);
+  EXPECT_EQ(g.take_idle(0, user_), b);  // the survivor
+  EXPECT_EQ(g.take_idle(0, user_), nullptr);
+  g.close(b);
+  event::dispose_pending();
+}
+
+TEST_F(GroupRuntimeConnectionTest, IdleConnectionThatSendsDataLeavesThePool) {
+  GroupRuntime& g = make_listening();
+  int pa;
+  UpstreamConnection* a = connect(g, 0, &pa);
+  ASSERT_NE(a, nullptr);
+  pump();
+  g.put_idle(a);
+  ASSERT_EQ(::send(pa, "x", 1, MSG_NOSIGNAL), 1);
+  EXPECT_EQ(pump(), 1);
+  EXPECT_EQ(g.take_idle(0, user_), nullptr);
+  EXPECT_TRUE(peer_closed(pa));
+}
+
+// The peer closes, the event is already in the batch, and a request takes the connection before
+// the event is handled: the event goes to the request, and the pool keeps the other one.
+TEST_F(GroupRuntimeConnectionTest, EventForAConnectionTakenInTheSameBatchGoesToItsUser) {
+  GroupRuntime& g = make_listening();
+  int pa, pb;
+  UpstreamConnection* b = connect(g, 0, &pb);
+  UpstreamConnection* a = connect(g, 0, &pa);
+  ASSERT_TRUE(a && b);
+  pump();
+  g.put_idle(b);
+  g.put_idle(a);
+  close_peer(pa);
+  event::ReadyEvent events[8];
+  ASSERT_EQ(poller_->wait(0, events, 8), 1);
+  RecordingUser request;
+  ASSERT_EQ(g.take_idle(0, request), a);
+  events[0].target->on_ready(events[0].readiness);
+  event::dispose_pending();
+  EXPECT_GE(a->fd(), 0);  // not closed by the pool: the request's to handle
+  EXPECT_EQ(request.events, 1);
+  EXPECT_EQ(g.take_idle(0, user_), b);
+  g.close(a);
+  g.close(b);
+  event::dispose_pending();
+}
+
+TEST_F(GroupRuntimeConnectionTest, EachPooledConnectionHasItsOwnIdleTimeout) {
+  group_.keepalive_timeout = config::Millis(1000);
+  GroupRuntime& g = make_listening();
+  int pa, pb;
+  UpstreamConnection* a = connect(g, 0, &pa);
+  UpstreamConnection* b = connect(g, 0, &pb);
+  ASSERT_TRUE(a && b);
+  pump();
+  const int64_t t0 = clock_.monotonic_ms;
+  g.put_idle(a);
+  clock_.monotonic_ms = t0 + 400;
+  g.put_idle(b);
+  EXPECT_EQ(timers_.next_in(t0), 1000);
+
+  timers_.run(t0 + 999);
+  EXPECT_FALSE(peer_closed(pa));
+  timers_.run(t0 + 1000);
+  event::dispose_pending();
+  EXPECT_TRUE(peer_closed(pa));
+  EXPECT_FALSE(peer_closed(pb));
+  timers_.run(t0 + 1400);
+  event::dispose_pending();
+  EXPECT_TRUE(peer_closed(pb));
+  EXPECT_EQ(g.take_idle(0, user_), nullptr);
+  EXPECT_EQ(pump(), 0);  // nothing left registered
 }
 
 // ---------------------------------------------------------------------------------------------
