@@ -128,18 +128,18 @@ std::string check_host(std::string* host, std::string* hint) {
   return "";
 }
 
-void read_match(Reader& reader_, std::string_view kind, const toml::node& node, Route* route) {
+void read_match(Reader& reader, std::string_view kind, const toml::node& node, Route* route) {
   std::string value;
   std::string name = "site.route." + std::string(kind);
-  if (!reader_.read_string(node, name, &value, false)) return;
+  if (!reader.read_string(node, name, &value, false)) return;
   if (kind == "exact" || kind == "prefix") {
     route->match = kind == "exact" ? MatchKind::kExact : MatchKind::kPrefix;
     if (value.front() != '/') {
-      reader_.error(node.source(), "'" + name + "' must start with '/'", "e.g. \"/" + value + "\"");
+      reader.error(node.source(), "'" + name + "' must start with '/'", "e.g. \"/" + value + "\"");
     } else if (has_control_chars(value) || value.find(' ') != std::string::npos) {
-      reader_.error(node.source(), "'" + name + "' contains spaces or control characters");
+      reader.error(node.source(), "'" + name + "' contains spaces or control characters");
     } else if (kind == "prefix" && value.find('*') != std::string::npos) {
-      reader_.error(
+      reader.error(
           node.source(), "prefix \"" + value + "\" contains '*'",
           "a prefix matches everything below it without wildcards; for patterns use regex");
     }
@@ -150,8 +150,8 @@ void read_match(Reader& reader_, std::string_view kind, const toml::node& node, 
     if (!extension.empty() && extension.front() == '.') extension.erase(0, 1);
     if (extension.empty() || extension.find_first_of("/*. \t") != std::string::npos ||
         has_control_chars(extension)) {
-      reader_.error(node.source(), "invalid extension \"" + value + "\"",
-                    "write the extension alone, e.g. extension = \"php\"");
+      reader.error(node.source(), "invalid extension \"" + value + "\"",
+                   "write the extension alone, e.g. extension = \"php\"");
     }
     route->pattern = extension;
   } else {
@@ -161,7 +161,7 @@ void read_match(Reader& reader_, std::string_view kind, const toml::node& node, 
     size_t offset = 0;
     route->regex = Regex::compile(value, &message, &offset);
     if (route->regex == nullptr) {
-      reader_.error(
+      reader.error(
           node.source(),
           "invalid regex \"" + value + "\": " + message + " at offset " + std::to_string(offset),
           "PCRE2 syntax, e.g. regex = \"^/user/([0-9]+)$\"");
@@ -172,7 +172,7 @@ void read_match(Reader& reader_, std::string_view kind, const toml::node& node, 
 // The handler of a route: the registered handler whose key is set (the first one in the
 // registry's order when several are, after an error), else `handler` (static, return, or an
 // application's name), else static.
-const RouteHandlerReader* select_handler(Reader& reader_, const toml::table& table, Route* route) {
+const RouteHandlerReader* select_handler(Reader& reader, const toml::table& table, Route* route) {
   std::vector<std::pair<const RouteHandlerReader*, const toml::node*>> selected;
   for (const RouteHandlerReader& handler : route_handlers()) {
     if (const toml::node* node = table.get(handler.name)) selected.emplace_back(&handler, node);
@@ -184,49 +184,49 @@ const RouteHandlerReader* select_handler(Reader& reader_, const toml::table& tab
     const std::string a(first->name), b(second->name);
     if (first->handler_key_selects) {
       // A route that answers by itself (return) beside a gateway: the gateway is the mistake.
-      reader_.error(second_node->source(), "'" + b + "' cannot be combined with '" + a + "'",
-                    "a route has exactly one handler; remove one of them");
+      reader.error(second_node->source(), "'" + b + "' cannot be combined with '" + a + "'",
+                   "a route has exactly one handler; remove one of them");
     } else {
       const toml::node* later =
           written_before(first_node->source(), second_node->source()) ? second_node : first_node;
-      reader_.error(later->source(), "'" + a + "' and '" + b + "' cannot both be set on a route",
-                    "a route has exactly one handler; add another [[site.route]] for the other");
+      reader.error(later->source(), "'" + a + "' and '" + b + "' cannot both be set on a route",
+                   "a route has exactly one handler; add another [[site.route]] for the other");
     }
   }
 
   if (const toml::node* handler_node = table.get("handler")) {
     std::string name;
-    if (reader_.read_string(*handler_node, "site.route.handler", &name, false)) {
+    if (reader.read_string(*handler_node, "site.route.handler", &name, false)) {
       const RouteHandlerReader* named = nullptr;
       for (const RouteHandlerReader& handler : route_handlers()) {
         if (handler.name == name) named = &handler;
       }
       if (named != nullptr && !named->handler_key_selects) {
-        reader_.error(handler_node->source(),
-                      "handler \"" + name + "\" is chosen with '" + name + "'",
-                      "write " + name + " = " + std::string(named->value_form) + ", " +
-                          std::string(named->example) + ", and remove 'handler'");
+        reader.error(handler_node->source(),
+                     "handler \"" + name + "\" is chosen with '" + name + "'",
+                     "write " + name + " = " + std::string(named->value_form) + ", " +
+                         std::string(named->example) + ", and remove 'handler'");
       } else if (named != nullptr) {
         if (table.get(named->name) == nullptr) {
-          reader_.error(table.source(),
-                        "handler \"" + name + "\" needs '" + name + " = " +
-                            std::string(named->value_form) + "'",
-                        std::string(named->example));
+          reader.error(table.source(),
+                       "handler \"" + name + "\" needs '" + name + " = " +
+                           std::string(named->value_form) + "'",
+                       std::string(named->example));
         }
         route->handler = named->kind;
       } else if (name == "static") {
         route->handler = HandlerKind::kStatic;
       } else if (!detail::is_token(name)) {
-        reader_.error(handler_node->source(), "invalid handler name \"" + name + "\"",
-                      "\"static\", or the name an embedding program registered its handler under");
+        reader.error(handler_node->source(), "invalid handler name \"" + name + "\"",
+                     "\"static\", or the name an embedding program registered its handler under");
       } else {
         route->handler = HandlerKind::kApplication;
         route->handler_name = name;
       }
       if (chosen != nullptr && name != chosen->name) {
         const std::string key(chosen->name);
-        reader_.error(handler_node->source(), "'handler' cannot be combined with '" + key + "'",
-                      "'" + key + "' already selects the " + key + " handler; remove 'handler'");
+        reader.error(handler_node->source(), "'handler' cannot be combined with '" + key + "'",
+                     "'" + key + "' already selects the " + key + " handler; remove 'handler'");
       }
     }
   }
@@ -238,10 +238,9 @@ const RouteHandlerReader* select_handler(Reader& reader_, const toml::table& tab
     for (std::string_view key : *handler.keys) {
       if (key == handler.name) continue;  // a selecting key: a conflict reported above
       if (const toml::node* node = table.get(key)) {
-        reader_.error(
-            node->source(),
-            "'" + std::string(key) + "' needs a '" + std::string(handler.name) + "' route",
-            std::string(handler.foreign_hint));
+        reader.error(node->source(),
+                     "'" + std::string(key) + "' needs a '" + std::string(handler.name) + "' route",
+                     std::string(handler.foreign_hint));
       }
     }
   }
@@ -252,10 +251,10 @@ const RouteHandlerReader* select_handler(Reader& reader_, const toml::table& tab
 
 // Returns false when the route is unusable (an error was reported).
 bool read_route(RouteContext& context, const toml::table& table, Route* route) {
-  Reader& reader_ = context.reader;
-  reader_.check_keys(table, route_keys(), "[[site.route]]");
-  route->pos = reader_.pos_of(table.source());
-  size_t errors_before = reader_.error_count();
+  Reader& reader = context.reader;
+  reader.check_keys(table, route_keys(), "[[site.route]]");
+  route->pos = reader.pos_of(table.source());
+  size_t errors_before = reader.error_count();
 
   // Exactly one match key. Keys iterate alphabetically; order them as written.
   std::vector<std::pair<std::string_view, const toml::node*>> matches;
@@ -267,20 +266,20 @@ bool read_route(RouteContext& context, const toml::table& table, Route* route) {
     return written_before(key_pos(a.first), key_pos(b.first));
   });
   if (matches.empty()) {
-    reader_.error(table.source(), "route has no match key",
-                  "give it exactly one of: exact = \"/path\", prefix = \"/dir/\", extension = "
-                  "\"php\", regex = \"^/...$\"");
+    reader.error(table.source(), "route has no match key",
+                 "give it exactly one of: exact = \"/path\", prefix = \"/dir/\", extension = "
+                 "\"php\", regex = \"^/...$\"");
   }
   for (size_t i = 1; i < matches.size(); ++i) {
-    reader_.error(key_pos(matches[i].first),
-                  "route has more than one match key ('" + std::string(matches[0].first) +
-                      "' and '" + std::string(matches[i].first) + "')",
-                  "use exactly one of exact, prefix, extension, regex; add another "
-                  "[[site.route]] for the other");
+    reader.error(key_pos(matches[i].first),
+                 "route has more than one match key ('" + std::string(matches[0].first) +
+                     "' and '" + std::string(matches[i].first) + "')",
+                 "use exactly one of exact, prefix, extension, regex; add another "
+                 "[[site.route]] for the other");
   }
-  if (!matches.empty()) read_match(reader_, matches[0].first, *matches[0].second, route);
+  if (!matches.empty()) read_match(reader, matches[0].first, *matches[0].second, route);
 
-  const RouteHandlerReader* handler = select_handler(reader_, table, route);
+  const RouteHandlerReader* handler = select_handler(reader, table, route);
 
   // Static options: the site's, overridden by the route's. A FastCGI route uses them for
   // its root, its index and the static files it serves itself.
@@ -289,15 +288,15 @@ bool read_route(RouteContext& context, const toml::table& table, Route* route) {
 
   if (const toml::node* node = table.get("methods")) {
     std::vector<std::pair<std::string, const toml::node*>> methods;
-    if (reader_.read_string_list(*node, "site.route.methods", &methods)) {
+    if (reader.read_string_list(*node, "site.route.methods", &methods)) {
       if (methods.empty()) {
-        reader_.error(node->source(), "'methods' is empty",
-                      "omit it to allow the handler's default methods");
+        reader.error(node->source(), "'methods' is empty",
+                     "omit it to allow the handler's default methods");
       }
       for (auto& [method, element] : methods) {
         if (!detail::is_token(method)) {
-          reader_.error(element->source(), "invalid method \"" + method + "\"",
-                        "methods are tokens such as GET, HEAD, POST");
+          reader.error(element->source(), "invalid method \"" + method + "\"",
+                       "methods are tokens such as GET, HEAD, POST");
           continue;
         }
         for (char& c : method) {
@@ -314,11 +313,11 @@ bool read_route(RouteContext& context, const toml::table& table, Route* route) {
   if (handler != nullptr) handler->read(context, table, *table.get(handler->name), route);
 
   if (route->handler == HandlerKind::kStatic && route->static_files.root.empty() &&
-      reader_.error_count() == errors_before) {
-    reader_.error(table.source(), "static route has no root",
-                  "set root on the route or on its [[site]], or give the route a 'return'");
+      reader.error_count() == errors_before) {
+    reader.error(table.source(), "static route has no root",
+                 "set root on the route or on its [[site]], or give the route a 'return'");
   }
-  return reader_.error_count() == errors_before;
+  return reader.error_count() == errors_before;
 }
 
 namespace {
@@ -779,12 +778,12 @@ const std::vector<std::string_view>& site_keys() {
   return kSiteKeys;
 }
 
-void read_limits(Reader& reader_, const toml::table& table, Limits* out) {
-  reader_.check_keys(table, kLimitKeys, "[limits]");
+void read_limits(Reader& reader, const toml::table& table, Limits* out) {
+  reader.check_keys(table, kLimitKeys, "[limits]");
   Limits& limits = *out;
   auto duration = [&](std::string_view key, Millis lo, Millis* out) {
     if (const toml::node* node = table.get(key)) {
-      reader_.read_duration(*node, "limits." + std::string(key), lo, kMaxDuration, out);
+      reader.read_duration(*node, "limits." + std::string(key), lo, kMaxDuration, out);
     }
   };
   duration("header_timeout", Millis(1), &limits.header_timeout);
@@ -794,23 +793,23 @@ void read_limits(Reader& reader_, const toml::table& table, Limits* out) {
   duration("shutdown_timeout", Millis(0), &limits.shutdown_timeout);
   int64_t n = 0;
   if (const toml::node* node = table.get("max_connections")) {
-    if (reader_.read_int(*node, "limits.max_connections", 1, kMaxConnections, &n)) {
+    if (reader.read_int(*node, "limits.max_connections", 1, kMaxConnections, &n)) {
       limits.max_connections = static_cast<uint32_t>(n);
     }
   }
   if (const toml::node* node = table.get("max_requests_per_connection")) {
-    if (reader_.read_int(*node, "limits.max_requests_per_connection", 1, UINT32_MAX, &n)) {
+    if (reader.read_int(*node, "limits.max_requests_per_connection", 1, UINT32_MAX, &n)) {
       limits.max_requests_per_connection = static_cast<uint32_t>(n);
     }
   }
   uint64_t size = 0;
   if (const toml::node* node = table.get("max_header_bytes")) {
-    if (reader_.read_size(*node, "limits.max_header_bytes", 1 << 10, 1 << 20, &size)) {
+    if (reader.read_size(*node, "limits.max_header_bytes", 1 << 10, 1 << 20, &size)) {
       limits.max_header_bytes = static_cast<uint32_t>(size);
     }
   }
   if (const toml::node* node = table.get("max_body_bytes")) {
-    if (reader_.read_size(*node, "limits.max_body_bytes", 0, uint64_t{1} << 50, &size)) {
+    if (reader.read_size(*node, "limits.max_body_bytes", 0, uint64_t{1} << 50, &size)) {
       limits.max_body_bytes = size;
     }
   }

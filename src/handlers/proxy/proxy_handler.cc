@@ -312,19 +312,20 @@ bool ProxyExchange::begin() {
   chunked_request_ = request_.chunked && !tunnel_;
   body_done_ = !request_.has_body() || tunnel_;
 
-  switch (handler_.hash_key_.source) {
+  const config::HashKey& hash = handler_.group_.config().hash_key;
+  switch (hash.source) {
     case config::HashKey::Source::kNone:
       break;
     case config::HashKey::Source::kUri:
       hash_key_ = request_.path;
       break;
     case config::HashKey::Source::kHeader:
-      hash_key_ = request_.header(handler_.hash_key_.name).value_or(std::string_view());
+      hash_key_ = request_.header(hash.name).value_or(std::string_view());
       break;
     case config::HashKey::Source::kCookie:
       for (const peregrine::Header& h : request_.header_list()) {
         if (!ascii_iequals(h.name, "Cookie")) continue;
-        if (auto value = find_cookie(h.value, handler_.hash_key_.name)) {
+        if (auto value = find_cookie(h.value, hash.name)) {
           hash_key_ = *value;
           break;
         }
@@ -1309,12 +1310,7 @@ void ProxyExchange::end() {
 ProxyHandler::ProxyHandler(const config::Route& route, const config::Site& site,
                            upstream::GroupRuntime& group, event::Poller& poller,
                            event::TimerSet& timers, const Clock& clock)
-    : options_(route.proxy),
-      group_(group),
-      poller_(poller),
-      timers_(timers),
-      clock_(clock),
-      hash_key_(group.config().hash_key) {
+    : options_(route.proxy), group_(group), poller_(poller), timers_(timers), clock_(clock) {
   const config::ProxyOptions& o = options_;
   switch (o.host_mode) {
     case config::ProxyHostMode::kPass:

@@ -60,8 +60,7 @@ class ProxyHandler final : public handlers::StreamHandler {
   void give_back_buffer(std::unique_ptr<char[]> buffer);
   std::vector<std::unique_ptr<char[]>> spare_buffers_;
 
-  const config::HashKey& hash_key_;  // where a request's consistent-hash key comes from
-  bool map_path_ = false;            // replace options_.path_prefix by options_.path
+  bool map_path_ = false;  // replace options_.path_prefix by options_.path
 };
 
 }  // namespace peregrine::proxy
