@@ -1,5 +1,6 @@
-// Checks shared by the TOML loader (load.cc) and the command line (cli.cc). Private to
-// src/config/.
+// Checks shared by the configuration readers: the TOML loader (load.cc), the command line
+// (cli.cc), the handlers' readers (src/handlers/NAME/config.cc) and the upstream groups'
+// (src/upstream/config.cc). Not for runtime code.
 #pragma once
 
 #include <initializer_list>
