@@ -1,5 +1,6 @@
 #include "config/cli.h"
 
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,8 +11,12 @@
 #include <system_error>
 
 #include "config/listen_address.h"
+#include "config/reader.h"
+#include "config/registry.h"
+#include "config/sections.h"
 #include "config/upstream_address.h"
 #include "config/validate.h"
+#include "upstream/config.h"
 
 namespace peregrine::config {
 
@@ -33,7 +38,8 @@ enum class Option {
   kLogLevel,
   kUser,
   kFastcgi,
-  kProxy
+  kProxy,
+  kMaxBody
 };
 
 struct OptionSpec {
@@ -50,6 +56,7 @@ constexpr OptionSpec kLongOptions[] = {
     {"pid-file", Option::kPidFile, true},   {"error-log", Option::kErrorLog, true},
     {"log-level", Option::kLogLevel, true}, {"user", Option::kUser, true},
     {"fastcgi", Option::kFastcgi, true},    {"proxy", Option::kProxy, true},
+    {"max-body", Option::kMaxBody, true},
 };
 
 const OptionSpec* find_long(std::string_view name) {
@@ -117,6 +124,9 @@ std::string apply(Option option, std::string_view shown, const std::string& valu
       break;
     case Option::kProxy:
       cli->proxy.push_back(value);
+      break;
+    case Option::kMaxBody:
+      cli->max_body = value;
       break;
     case Option::kWorkers: {
       if (value == "auto") {
@@ -188,13 +198,21 @@ void apply_common(const CommandLine& cli, const std::string& cwd, Config* config
   }
 }
 
-// What the --proxy options ask for: prefix routes, and at most one route for every path.
-struct QuickProxy {
-  std::vector<Route> prefix_routes;
-  std::optional<Route> catch_all;
+// One route a --proxy option asks for, in file terms.
+struct ProxyRoute {
+  std::string prefix;
+  std::string url;  // the proxy key's value
+  bool strip_prefix = false;
 };
 
-// The back end of one --proxy URL: its implicit group's server. False after an error.
+// What the --proxy options ask for: prefix routes, and at most one route for every path.
+struct QuickProxy {
+  std::vector<ProxyRoute> prefix_routes;
+  std::optional<ProxyRoute> catch_all;
+};
+
+// The back end of one --proxy URL. Checked here, before the route reader sees the URL, because
+// on the command line a bare name cannot be a group. False after an error.
 bool proxy_server(const std::string& url_text, ProxyUrl* url, UpstreamServer* server,
                   std::vector<ConfigError>* errors) {
   std::string message, hint;
@@ -217,28 +235,22 @@ bool proxy_server(const std::string& url_text, ProxyUrl* url, UpstreamServer* se
   return true;
 }
 
-Route proxy_route(std::string prefix, const std::string& group, const ProxyUrl& url) {
-  Route route;
-  route.match = MatchKind::kPrefix;
-  route.pattern = std::move(prefix);
-  route.handler = HandlerKind::kProxy;
-  route.pos = SourcePos{std::string(kCommandLine), 0, 0};
-  route.proxy.upstream = group;
-  route.proxy.path_prefix = route.pattern;
-  route.proxy.path = url.path;
-  return route;
-}
-
 QuickProxy parse_proxy_options(const CommandLine& cli, Config* config,
                                std::vector<ConfigError>* errors) {
   QuickProxy out;
   const SourcePos here{std::string(kCommandLine), 0, 0};
-  std::vector<std::pair<ProxyUrl, UpstreamServer>> every_path;  // --proxy URL
+  struct EveryPath {
+    std::string text;
+    ProxyUrl url;
+    UpstreamServer server;
+  };
+  std::vector<EveryPath> every_path;  // --proxy URL
   for (const std::string& value : cli.proxy) {
     if (!value.starts_with('/')) {
-      ProxyUrl url;
-      UpstreamServer server;
-      if (proxy_server(value, &url, &server, errors)) every_path.emplace_back(url, server);
+      EveryPath target{value, {}, {}};
+      if (proxy_server(value, &target.url, &target.server, errors)) {
+        every_path.push_back(std::move(target));
+      }
       continue;
     }
     size_t eq = value.find('=');
@@ -254,7 +266,7 @@ QuickProxy parse_proxy_options(const CommandLine& cli, Config* config,
       continue;
     }
     bool duplicate = std::any_of(out.prefix_routes.begin(), out.prefix_routes.end(),
-                                 [&](const Route& r) { return r.pattern == prefix; });
+                                 [&](const ProxyRoute& r) { return r.prefix == prefix; });
     if (duplicate) {
       errors->push_back(cli_error("--proxy: prefix '" + prefix + "' is given twice"));
       continue;
@@ -262,41 +274,74 @@ QuickProxy parse_proxy_options(const CommandLine& cli, Config* config,
     ProxyUrl url;
     UpstreamServer server;
     if (!proxy_server(value.substr(eq + 1), &url, &server, errors)) continue;
-    Route route = proxy_route(prefix, add_implicit_group(config, server, here), url);
-    route.proxy.strip_prefix = url.path.empty();  // a path in the URL replaces the prefix
-    out.prefix_routes.push_back(std::move(route));
+    // A path in the URL replaces the prefix; without one, the prefix is stripped.
+    out.prefix_routes.push_back(ProxyRoute{prefix, value.substr(eq + 1), url.path.empty()});
   }
   if (every_path.size() == 1) {
-    const auto& [url, server] = every_path.front();
-    out.catch_all = proxy_route("/", add_implicit_group(config, server, here), url);
+    out.catch_all = ProxyRoute{"/", every_path.front().text, false};
   } else if (every_path.size() > 1) {
     UpstreamGroup group;
     group.name = "proxy";  // cannot clash: implicit group names contain ':'
     group.pos = here;
     bool ok = true;
-    for (auto& [url, server] : every_path) {
-      if (!url.path.empty()) {
-        errors->push_back(cli_error("--proxy: several URLs form one group, so '" + url.path +
+    for (EveryPath& target : every_path) {
+      if (!target.url.path.empty()) {
+        errors->push_back(cli_error("--proxy: several URLs form one group, so '" + target.url.path +
                                         "' cannot be added to one of them",
                                     "give the URLs without a path"));
         ok = false;
       }
-      std::string name = canonical_upstream_address(server);
+      std::string name = canonical_upstream_address(target.server);
       for (const UpstreamServer& other : group.servers) {
         if (canonical_upstream_address(other) == name) {
           errors->push_back(cli_error("--proxy: back end " + name + " is given twice"));
           ok = false;
         }
       }
-      server.pos = here;
-      group.servers.push_back(server);
+      target.server.pos = here;
+      group.servers.push_back(target.server);
     }
     if (ok) {
       config->upstreams.push_back(std::move(group));
-      out.catch_all = proxy_route("/", "proxy", ProxyUrl{});
+      out.catch_all = ProxyRoute{"/", "http://proxy", false};  // the group, by name
     }
   }
   return out;
+}
+
+toml::table proxy_table(const ProxyRoute& route) {
+  toml::table table{{"prefix", route.prefix}, {"proxy", route.url}};
+  if (route.strip_prefix) table.insert("strip_prefix", true);
+  return table;
+}
+
+// Reads a route the options describe with the reader of a file's [[site.route]], so that quick
+// mode has the file's defaults and checks. Its errors name `option` ("--fastcgi"), if any.
+bool read_quick_route(std::string_view option, const toml::table& table, const Site& site,
+                      const std::string& cwd, upstream::RouteGroups& groups, Route* route,
+                      std::vector<ConfigError>* errors) {
+  Reader reader(std::string(kCommandLine), cwd);
+  RouteContext context{reader, site, groups};
+  bool ok = read_route(context, table, route);
+  for (ConfigError& e : reader.take_errors()) {
+    if (!option.empty()) e.message = std::string(option) + ": " + e.message;
+    errors->push_back(std::move(e));
+  }
+  return ok;
+}
+
+// --max-body, or the default for the kind of site, read as the file's max_body_bytes.
+void read_max_body(const CommandLine& cli, const std::string& cwd, Limits* limits,
+                   std::vector<ConfigError>* errors) {
+  std::string value = cli.max_body;
+  if (value.empty() && !cli.fastcgi.empty()) value = std::string(kQuickFastcgiMaxBody);
+  if (value.empty()) return;
+  Reader reader(std::string(kCommandLine), cwd);
+  read_limits(reader, toml::table{{"max_body_bytes", value}}, limits);
+  for (ConfigError& e : reader.take_errors()) {
+    e.message = "--max-body: " + e.message;
+    errors->push_back(std::move(e));
+  }
 }
 
 constexpr std::string_view kWelcomePage = R"html(<!doctype html>
@@ -418,13 +463,17 @@ std::string usage() {
                            http://unix:/run/app.sock:); repeat it to balance over several
       --proxy /PREFIX/=URL proxy paths under /PREFIX/ (prefix stripped) to URL; repeatable;
                            --root (or the defaults) serves the rest
+      --max-body SIZE      largest request body, e.g. 1m, 64m (as max_body_bytes in a file);
+                           larger ones get 413. Default 1m, and 64m with --fastcgi, so that
+                           WordPress uploads reach PHP and php.ini's post_max_size and
+                           upload_max_filesize decide (guides raise them to 64M)
   -h, --help               show this help and exit
   -v, --version            show the version and exit
 
 Options take "--opt value" or "--opt=value". Without -c, Peregrine serves one site built
 from these options. With -c FILE, --workers, --pid-file, --error-log, --log-level, --user
-and --access-log override the file; --listen, --root, --fastcgi and --proxy belong in
-the file.
+and --access-log override the file; --listen, --root, --fastcgi, --proxy and --max-body
+belong in the file.
 
 Signals: TERM/INT stop now, QUIT stops gracefully, HUP reloads the configuration,
 USR1 reopens the log files.
@@ -454,6 +503,11 @@ LoadResult build_config(const CommandLine& cli) {
         result.errors.push_back(
             cli_error("--proxy cannot be combined with -c",
                       "add a route with proxy = \"URL\" to a [[site]] of " + cli.config_file));
+      }
+      if (!cli.max_body.empty()) {
+        result.errors.push_back(cli_error(
+            "--max-body cannot be combined with -c",
+            "set max_body_bytes = \"" + cli.max_body + "\" in [limits] of " + cli.config_file));
       }
       if (!result.errors.empty()) return result;
       LoadResult loaded = load_file(cli.config_file);
@@ -490,14 +544,12 @@ LoadResult build_config(const CommandLine& cli) {
       config->listen.push_back(std::move(address));
     }
 
+    read_max_body(cli, cwd, &config->limits, &result.errors);
+
     Site site;
     site.is_default = true;
     site.pos = here;
     site.access_log = AccessLog{AccessLogFormat::kCombined, "stdout"};
-    Route route;
-    route.match = MatchKind::kPrefix;
-    route.pattern = "/";
-    route.pos = here;
 
     QuickProxy proxy = parse_proxy_options(cli, config.get(), &result.errors);
     if (proxy.catch_all && !cli.fastcgi.empty()) {
@@ -525,36 +577,42 @@ LoadResult build_config(const CommandLine& cli) {
                std::filesystem::is_directory(std::filesystem::path(cwd) / "www", ec)) {
       detail::resolve_directory("www", cwd, &root, &problem);
     }
-    for (Route& prefix_route : proxy.prefix_routes) site.routes.push_back(std::move(prefix_route));
+    site.static_files.root = root;
+
+    upstream::RouteGroups groups(config.get());
+    auto add_route = [&](std::string_view option, const toml::table& table) {
+      Route route;
+      if (read_quick_route(option, table, site, cwd, groups, &route, &result.errors)) {
+        site.routes.push_back(std::move(route));
+      }
+    };
+    for (const ProxyRoute& prefix_route : proxy.prefix_routes) {
+      add_route("--proxy", proxy_table(prefix_route));
+    }
     if (proxy.catch_all) {
-      route = std::move(*proxy.catch_all);
+      add_route("--proxy", proxy_table(*proxy.catch_all));
     } else if (!cli.fastcgi.empty()) {
+      // On the command line the value is always an address (no group is declared): report
+      // it as one rather than as an unknown group name.
       UpstreamServer server;
       std::string message, hint;
       if (!parse_upstream_address(cli.fastcgi, &server, &message, &hint)) {
         result.errors.push_back(cli_error("--fastcgi: " + message, hint));
-      } else {
-        route.handler = HandlerKind::kFastcgi;
-        route.fastcgi.upstream = add_implicit_group(config.get(), server, here);
-        route.fastcgi.root = root;
-        route.fastcgi.index = {"index.php", "index.html"};
-        route.fastcgi.split_path = default_split_path();
-        route.fastcgi.try_files = {"$uri", "$uri/", "/index.php?$args"};
-        site.static_files.root = root;
-        route.static_files = site.static_files;
-        route.static_files.index = route.fastcgi.index;
+      } else if (!root.empty()) {
+        add_route("--fastcgi",
+                  toml::table{{"prefix", "/"},
+                              {"fastcgi", cli.fastcgi},
+                              {"index", toml::array{"index.php", "index.html"}},
+                              {"try_files", toml::array{"$uri", "$uri/", "/index.php?$args"}}});
       }
     } else if (!root.empty()) {
-      site.static_files.root = root;
-      route.handler = HandlerKind::kStatic;
-      route.static_files = site.static_files;
+      add_route("", toml::table{{"prefix", "/"}});
     } else {
-      route.handler = HandlerKind::kReturn;
-      route.return_options.status = 200;
-      route.return_options.content_type = "text/html; charset=utf-8";
-      route.return_options.body = std::string(kWelcomePage);
+      add_route("", toml::table{{"prefix", "/"},
+                                {"return", 200},
+                                {"content_type", "text/html; charset=utf-8"},
+                                {"body", kWelcomePage}});
     }
-    site.routes.push_back(std::move(route));
     config->sites.push_back(std::move(site));
     config->default_site = 0;
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.h"
@@ -23,6 +24,7 @@ struct CommandLine {
   std::string user;                                       // --user NAME
   std::string fastcgi;             // --fastcgi ADDR: every path to php-fpm (needs --root)
   std::vector<std::string> proxy;  // --proxy URL | --proxy /prefix/=URL (repeatable)
+  std::string max_body;            // --max-body SIZE: limits.max_body_bytes ("" = the default)
 };
 
 struct CommandLineResult {
@@ -42,8 +44,16 @@ std::string usage();
 // ./www when it exists, or else a built-in welcome page. --fastcgi ADDR (with --root) sends every
 // path to a FastCGI back end with a front controller (try_files $uri $uri/ /index.php?$args);
 // --proxy URL (several: one round-robin group) proxies every path; --proxy /prefix/=URL proxies
-// one prefix (stripped) before the rest. Access log: combined to stdout unless --access-log says
-// otherwise.
+// one prefix (stripped) before the rest. --max-body SIZE is the largest request body (default:
+// the file's default, or kQuickFastcgiMaxBody with --fastcgi). Access log: combined to stdout
+// unless --access-log says otherwise. The routes and limits are read by the same readers as a
+// file's, from tables built here, so they get the same defaults and checks.
 LoadResult build_config(const CommandLine& cli);
+
+// The body limit of a quick-mode PHP site: WordPress media uploads (a few MB of photos) must
+// reach PHP, whose post_max_size/upload_max_filesize then decide; a lower limit here would
+// answer a bare 413 that the application cannot explain. Common WordPress guides raise
+// php.ini's limits to 64M (Debian ships post_max_size = 8M), so 64m leaves PHP the last word.
+inline constexpr std::string_view kQuickFastcgiMaxBody = "64m";
 
 }  // namespace peregrine::config

@@ -102,15 +102,22 @@ struct HealthCheck {
   uint32_t fall = 3;  // consecutive failures that take it out
 };
 
+// What balance = "hash" hashes: hash_key = "$uri", "$http_NAME" or "$cookie_NAME".
+struct HashKey {
+  enum class Source { kNone, kUri, kHeader, kCookie };
+  Source source = Source::kNone;
+  // kHeader: lower-case, '_' read as '-' ("$http_X_User_Id" -> "x-user-id", as nginx spells
+  // it); kCookie: as written (cookie names are case-sensitive).
+  std::string name;
+};
+
 // [[upstream]]: a named group of back ends shared by fastcgi and proxy routes. A route that names
 // an address instead of a group gets an implicit one-server group with these defaults.
 struct UpstreamGroup {
   std::string name;
   std::vector<UpstreamServer> servers;
   Balance balance = Balance::kRoundRobin;
-  // kHash: "$uri", "$http_NAME" or "$cookie_NAME". The loader stores a header NAME lower-case
-  // with '_' turned into '-' ("$http_X_User_Id" -> "$http_x-user-id"); cookie names as written.
-  std::string hash_key;
+  HashKey hash_key;  // kHash only
   uint32_t max_fails = 1;
   Millis fail_timeout{10'000};
   // Idle connections kept per worker and server (0: close after use). Generous, because a pool
@@ -149,6 +156,8 @@ struct FastcgiOptions {
   bool pipelining = true;
 };
 
+enum class ProxyHostMode { kPass, kUpstream, kFixed };
+
 struct ProxyOptions {
   std::string upstream;  // group name in Config::upstreams
   std::string scheme = "http";
@@ -157,7 +166,10 @@ struct ProxyOptions {
   std::string path_prefix;
   std::string path;  // upstream path replacing path_prefix; "" keeps the request path
   bool strip_prefix = false;
-  std::string host_mode = "pass";  // "pass", "upstream" or a fixed host name
+  // The Host header sent to the back end (proxy_host): the client's, the group's name or
+  // address, or `fixed_host`.
+  ProxyHostMode host_mode = ProxyHostMode::kPass;
+  std::string fixed_host;  // kFixed: "app.internal", "app.internal:8080"
   bool x_forwarded_for = true;
   bool x_forwarded_proto = true;
   bool x_forwarded_host = true;

@@ -200,4 +200,12 @@ int regex_capture_count(std::string_view pattern) {
   return rc == 0 ? static_cast<int>(count) : -1;
 }
 
+bool valid_host_header(std::string_view host) {
+  if (host.empty() || host.size() > 255) return false;
+  return std::all_of(host.begin(), host.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == ':' || c == '[' || c == ']';
+  });
+}
+
 }  // namespace peregrine::config::detail

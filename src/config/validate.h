@@ -1,5 +1,6 @@
-// Checks shared by the TOML loader (load.cc) and the command line (cli.cc). Private to
-// src/config/.
+// Checks shared by the configuration readers: the TOML loader (load.cc), the command line
+// (cli.cc), the handlers' readers (src/handlers/NAME/config.cc) and the upstream groups'
+// (src/upstream/config.cc). Not for runtime code.
 #pragma once
 
 #include <initializer_list>
@@ -36,6 +37,8 @@ bool apply_access_log(std::string_view value, const std::string& base_dir, Acces
 
 // RFC 9110 token characters (methods, header names).
 bool is_token(std::string_view text);
+// A Host header value: a name or IP literal with an optional port; no spaces or controls.
+bool valid_host_header(std::string_view host);
 // Any byte < 0x20 or 0x7f: such strings cannot go into a header line or a log line verbatim.
 bool has_control_chars(std::string_view text);
 std::string to_lower(std::string_view text);

@@ -226,19 +226,20 @@ bool ProxyExchange::begin() {
   chunked_request_ = request_.chunked && !tunnel_;
   request_done_ = !request_.has_body() || tunnel_;
 
-  switch (handler_.hash_source_) {
-    case ProxyHandler::HashSource::kNone:
+  const config::HashKey& hash = handler_.group_.config().hash_key;
+  switch (hash.source) {
+    case config::HashKey::Source::kNone:
       break;
-    case ProxyHandler::HashSource::kUri:
+    case config::HashKey::Source::kUri:
       hash_key_ = request_.path;
       break;
-    case ProxyHandler::HashSource::kHeader:
-      hash_key_ = request_.header(handler_.hash_name_).value_or(std::string_view());
+    case config::HashKey::Source::kHeader:
+      hash_key_ = request_.header(hash.name).value_or(std::string_view());
       break;
-    case ProxyHandler::HashSource::kCookie:
+    case config::HashKey::Source::kCookie:
       for (const peregrine::Header& h : request_.header_list()) {
         if (!ascii_iequals(h.name, "Cookie")) continue;
-        if (auto value = find_cookie(h.value, handler_.hash_name_)) {
+        if (auto value = find_cookie(h.value, hash.name)) {
           hash_key_ = *value;
           break;
         }
@@ -914,13 +915,17 @@ ProxyHandler::ProxyHandler(const config::Route& route, const config::Site& site,
                            event::TimerSet& timers, const Clock& clock)
     : options_(route.proxy), group_(group), poller_(poller), timers_(timers), clock_(clock) {
   const config::ProxyOptions& o = options_;
-  if (o.host_mode == "pass") {
-    request_options_.host_mode = HostMode::kPass;
-  } else if (o.host_mode == "upstream") {
-    request_options_.host_mode = HostMode::kUpstream;
-  } else {
-    request_options_.host_mode = HostMode::kFixed;
-    request_options_.fixed_host = o.host_mode;
+  switch (o.host_mode) {
+    case config::ProxyHostMode::kPass:
+      request_options_.host_mode = HostMode::kPass;
+      break;
+    case config::ProxyHostMode::kUpstream:
+      request_options_.host_mode = HostMode::kUpstream;
+      break;
+    case config::ProxyHostMode::kFixed:
+      request_options_.host_mode = HostMode::kFixed;
+      request_options_.fixed_host = o.fixed_host;
+      break;
   }
   request_options_.forwarding.x_forwarded_for = o.x_forwarded_for;
   request_options_.forwarding.x_forwarded_proto = o.x_forwarded_proto;
@@ -947,20 +952,6 @@ ProxyHandler::ProxyHandler(const config::Route& route, const config::Site& site,
     server_origins_.push_back(distinct ? "http://" + server.address : std::string());
   }
 
-  if (g.balance == config::Balance::kHash) {
-    std::string_view key = g.hash_key;
-    if (key == "$uri") {
-      hash_source_ = HashSource::kUri;
-    } else if (key.starts_with("$http_")) {
-      hash_source_ = HashSource::kHeader;
-      hash_name_ = key.substr(6);
-      for (char& c : hash_name_)
-        if (c == '_') c = '-';
-    } else if (key.starts_with("$cookie_")) {
-      hash_source_ = HashSource::kCookie;
-      hash_name_ = key.substr(8);
-    }
-  }
   map_path_ = !o.path_prefix.empty() && (o.strip_prefix || !o.path.empty());
 }
 

@@ -44,9 +44,6 @@ class ProxyHandler final : public handlers::StreamHandler {
  private:
   friend class ProxyExchange;
 
-  // Where the consistent-hash key of a request comes from (config hash_key).
-  enum class HashSource { kNone, kUri, kHeader, kCookie };
-
   const config::ProxyOptions& options_;
   upstream::GroupRuntime& group_;
   event::Poller& poller_;
@@ -65,8 +62,6 @@ class ProxyHandler final : public handlers::StreamHandler {
   void give_back_buffer(std::unique_ptr<char[]> buffer);
   std::vector<std::unique_ptr<char[]>> spare_buffers_;
 
-  HashSource hash_source_ = HashSource::kNone;
-  std::string hash_name_;  // header name ('_' -> '-') or cookie name
   bool map_path_ = false;  // replace options_.path_prefix by options_.path
 };
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/listen_address.h"
+#include "config/units.h"
 
 namespace peregrine::config {
 namespace {
@@ -182,7 +183,7 @@ TEST(CommandLine, UsageMentionsEveryOption) {
   std::string text = usage();
   for (const char* option :
        {"-c", "-t", "--listen", "--root", "--workers", "--access-log", "--pid-file", "--error-log",
-        "--log-level", "--user", "--help", "--version", "HUP", "QUIT", "USR1"}) {
+        "--log-level", "--user", "--max-body", "--help", "--version", "HUP", "QUIT", "USR1"}) {
     EXPECT_NE(text.find(option), std::string::npos) << option;
   }
 }
@@ -355,6 +356,68 @@ TEST_F(CliTest, ParseThenBuild) {
   EXPECT_EQ(config->sites[0].static_files.root, path("public"));
   EXPECT_EQ(config->sites[0].access_log.format, AccessLogFormat::kOff);
   EXPECT_EQ(format_endpoint(config->listen[0].addr), "127.0.0.1:0");
+}
+
+// ---------------------------------------------------------------- --max-body
+
+TEST_F(CliTest, MaxBodyIsReadAsTheFilesMaxBodyBytes) {
+  const char* argv[] = {"peregrine", "--max-body", "3m"};
+  CommandLineResult parsed = parse_command_line(3, argv);
+  ASSERT_EQ(parsed.error, "");
+  EXPECT_EQ(parsed.cli.max_body, "3m");
+  auto config = build_ok(parsed.cli);
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->limits.max_body_bytes, uint64_t{3} << 20);
+
+  CommandLine plain;  // no --max-body: the file's default
+  config = build_ok(plain);
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->limits.max_body_bytes, Limits{}.max_body_bytes);
+
+  CommandLine bytes;
+  bytes.max_body = "0";  // no body at all, as in a file
+  config = build_ok(bytes);
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->limits.max_body_bytes, 0u);
+}
+
+TEST_F(CliTest, FastcgiRaisesTheDefaultBodyLimitForUploads) {
+  fs::create_directories(path("site"));
+  CommandLine cli;
+  cli.root = "site";
+  cli.fastcgi = "127.0.0.1:9000";
+  auto config = build_ok(cli);
+  ASSERT_NE(config, nullptr);
+  uint64_t expected = 0;
+  ASSERT_TRUE(parse_size(kQuickFastcgiMaxBody, &expected));
+  EXPECT_EQ(config->limits.max_body_bytes, expected);
+  EXPECT_EQ(expected, uint64_t{64} << 20);
+
+  cli.max_body = "1m";  // --max-body wins over the PHP default
+  config = build_ok(cli);
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->limits.max_body_bytes, uint64_t{1} << 20);
+}
+
+TEST_F(CliTest, MaxBodyErrors) {
+  CommandLine cli;
+  cli.max_body = "lots";
+  EXPECT_EQ(build_errors(cli),
+            (std::vector<std::string>{
+                "<command line>: error: --max-body: invalid size \"lots\" for "
+                "'limits.max_body_bytes' (hint: write a size as an integer number of bytes or "
+                "\"16k\", \"1m\", \"1g\" (powers of 1024))"}));
+  cli.max_body = "1048577g";
+  EXPECT_EQ(build_errors(cli),
+            (std::vector<std::string>{"<command line>: error: --max-body: "
+                                      "'limits.max_body_bytes' is 1048577g; it must be between 0 "
+                                      "and 1048576g"}));
+  cli.max_body = "1m";
+  cli.config_file = "x.toml";
+  EXPECT_EQ(build_errors(cli),
+            (std::vector<std::string>{"<command line>: error: --max-body cannot be combined "
+                                      "with -c (hint: set max_body_bytes = \"1m\" in [limits] "
+                                      "of x.toml)"}));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The TOML loader: valid configurations of each scenario, and each class of error with its
-// exact line:col, message and hint.
+// exact line:col, message and hint. A handler's own route keys are tested beside it
+// (tests/unit/handlers/NAME/config_test.cc), upstream groups in tests/unit/upstream/.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -12,84 +13,16 @@
 
 #include "config/config.h"
 #include "config/listen_address.h"
+#include "unit/config/config_test_support.h"
 
 namespace peregrine::config {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/peregrine-config-test-XXXXXX";
-    const char* made = mkdtemp(pattern);
-    path_ = made != nullptr ? fs::canonical(made).string() : "";
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+using test_support::TempDir;
 
-  const std::string& path() const { return path_; }
-  std::string path(std::string_view sub) const { return path_ + "/" + std::string(sub); }
-  void mkdir(std::string_view sub) const { fs::create_directories(path(sub)); }
-  void write(std::string_view sub, std::string_view text) const {
-    std::ofstream(path(sub)) << text;
-  }
-
- private:
-  std::string path_;
-};
-
-// "LINE:COL: message (hint: ...)": ConfigError::to_string() minus the (temporary) file name.
-std::string describe(const ConfigError& e) {
-  std::string out =
-      std::to_string(e.pos.line) + ":" + std::to_string(e.pos.column) + ": " + e.message;
-  if (!e.hint.empty()) out += " (hint: " + e.hint + ")";
-  return out;
-}
-
-class LoadTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_.mkdir("www/static");
-    dir_.mkdir("www/errors");
-    dir_.write("file.txt", "not a directory");
-  }
-
-  LoadResult load(std::string_view toml) { return load_string(toml, dir_.path("test.toml")); }
-
-  std::shared_ptr<const Config> load_ok(std::string_view toml) {
-    LoadResult result = load(toml);
-    for (const ConfigError& e : result.errors) ADD_FAILURE() << e.to_string();
-    EXPECT_NE(result.config, nullptr);
-    return result.config;
-  }
-
-  std::vector<std::string> errors(std::string_view toml) {
-    LoadResult result = load(toml);
-    EXPECT_EQ(result.config, nullptr);
-    std::vector<std::string> out;
-    for (const ConfigError& e : result.errors) {
-      EXPECT_EQ(e.pos.file, dir_.path("test.toml"));
-      out.push_back(describe(e));
-    }
-    return out;
-  }
-
-  // The one error `toml` produces.
-  std::string error(std::string_view toml) {
-    std::vector<std::string> all = errors(toml);
-    EXPECT_EQ(all.size(), 1u) << ::testing::PrintToString(all);
-    return all.empty() ? "" : all.front();
-  }
-
-  std::string www() const { return dir_.path("www"); }
-
-  TempDir dir_;
-};
+class LoadTest : public test_support::ConfigTest {};
 
 // ---------------------------------------------------------------- valid configurations
 
@@ -194,102 +127,6 @@ body = "hi"
   EXPECT_EQ(site.routes[1].static_files.root, www());
 }
 
-TEST_F(LoadTest, RouteOverridesWinOverSiteDefaults) {
-  auto config = load_ok(R"([[site]]
-root = "www"
-dotfiles = true
-etag = false
-cache_valid = "5s"
-
-[[site.route]]
-prefix = "/static/"
-root = "www/static"
-etag = true
-precompressed = false
-symlinks_outside_root = true
-cache_valid = 60
-index = []
-)");
-  ASSERT_NE(config, nullptr);
-  const StaticOptions& route = config->sites[0].routes[0].static_files;
-  EXPECT_EQ(route.root, www() + "/static");
-  EXPECT_FALSE(route.alias);
-  EXPECT_TRUE(route.dotfiles);        // inherited
-  EXPECT_TRUE(route.etag);            // overridden
-  EXPECT_FALSE(route.precompressed);  // overridden
-  EXPECT_TRUE(route.symlinks_outside_root);
-  EXPECT_EQ(route.cache_valid, Millis(60'000));
-  EXPECT_TRUE(route.index.empty());
-  EXPECT_FALSE(config->sites[0].static_files.etag);
-  EXPECT_EQ(config->sites[0].static_files.cache_valid, Millis(5000));
-}
-
-TEST_F(LoadTest, RedirectsWithCaptures) {
-  auto config = load_ok(R"([[site]]
-hosts = ["old.example.com"]
-
-[[site.route]]
-exact = "/"
-return = 301
-location = "/index.html"
-
-[[site.route]]
-regex = '^/blog/(\d+)/([a-z-]+)$'
-return = 308
-location = "https://new.example.com/posts/$1/$2"
-
-[[site.route]]
-prefix = "/"
-return = 302
-location = "https://example.com$uri"
-)");
-  ASSERT_NE(config, nullptr);
-  const auto& routes = config->sites[0].routes;
-  ASSERT_EQ(routes.size(), 3u);
-  EXPECT_EQ(routes[0].match, MatchKind::kExact);
-  EXPECT_EQ(routes[0].handler, HandlerKind::kReturn);
-  EXPECT_EQ(routes[0].return_options.status, 301);
-  EXPECT_EQ(routes[0].return_options.location, "/index.html");
-
-  EXPECT_EQ(routes[1].match, MatchKind::kRegex);
-  ASSERT_NE(routes[1].regex, nullptr);
-  Regex::Captures captures;
-  ASSERT_TRUE(routes[1].regex->match("/blog/42/hello-world", &captures));
-  EXPECT_EQ(captures.group[1], "42");
-  EXPECT_EQ(captures.group[2], "hello-world");
-  EXPECT_EQ(routes[1].return_options.location, "https://new.example.com/posts/$1/$2");
-  EXPECT_EQ(routes[2].return_options.status, 302);
-}
-
-TEST_F(LoadTest, RegexStaticRoutes) {
-  auto config = load_ok(R"([[site]]
-root = "www"
-
-[[site.route]]
-regex = '\.(png|jpe?g|gif)$'
-cache_valid = "10m"
-methods = ["get", "HEAD", "GET"]
-
-[[site.route]]
-extension = ".PHP"
-handler = "php"
-)");
-  ASSERT_NE(config, nullptr);
-  const auto& routes = config->sites[0].routes;
-  EXPECT_EQ(routes[0].match, MatchKind::kRegex);
-  EXPECT_EQ(routes[0].pattern, "\\.(png|jpe?g|gif)$");
-  EXPECT_TRUE(routes[0].regex->match("/img/logo.jpeg"));
-  EXPECT_FALSE(routes[0].regex->match("/img/logo.svg"));
-  EXPECT_EQ(routes[0].handler, HandlerKind::kStatic);
-  EXPECT_EQ(routes[0].static_files.cache_valid, Millis(600'000));
-  EXPECT_EQ(routes[0].methods, (std::vector<std::string>{"GET", "HEAD"}));
-  EXPECT_EQ(routes[1].match, MatchKind::kExtension);
-  EXPECT_EQ(routes[1].pattern, "php");
-  EXPECT_EQ(routes[1].handler, HandlerKind::kApplication);
-  EXPECT_EQ(routes[1].handler_name, "php");
-  EXPECT_EQ(routes[1].static_files.root, www());  // application handlers see the root too
-}
-
 TEST_F(LoadTest, SeveralSitesByHost) {
   auto config = load_ok(R"([[site]]
 hosts = ["Example.COM", "*.example.com"]
@@ -381,36 +218,6 @@ root = "www"
   EXPECT_EQ(format_endpoint(config->listen[0].addr), "127.0.0.1:9000");
 }
 
-TEST_F(LoadTest, HelloWorldReturnRoute) {
-  auto config = load_ok(R"(listen = "127.0.0.1:0"
-[[site]]
-[[site.route]]
-prefix = "/"
-return = 200
-body = "hello world"
-)");
-  ASSERT_NE(config, nullptr);
-  const Route& route = config->sites[0].routes[0];
-  EXPECT_EQ(route.handler, HandlerKind::kReturn);
-  EXPECT_EQ(route.return_options.status, 200);
-  EXPECT_EQ(route.return_options.body, "hello world");
-  EXPECT_EQ(route.return_options.content_type, "text/plain");
-  EXPECT_TRUE(route.return_options.location.empty());
-}
-
-TEST_F(LoadTest, AliasRoute) {
-  auto config = load_ok(R"([[site]]
-root = "www"
-[[site.route]]
-prefix = "/assets/"
-alias = "www/static/"
-)");
-  ASSERT_NE(config, nullptr);
-  const Route& route = config->sites[0].routes[0];
-  EXPECT_TRUE(route.static_files.alias);
-  EXPECT_EQ(route.static_files.root, www() + "/static");
-}
-
 TEST_F(LoadTest, LimitsAndMimeTypes) {
   auto config = load_ok(R"([limits]
 header_timeout = "500ms"
@@ -476,15 +283,6 @@ TEST_F(LoadTest, LoadFileResolvesRootsAgainstTheFilesDirectory) {
   ASSERT_NE(result.config, nullptr);
   EXPECT_EQ(result.config->source, dir_.path("conf/peregrine.toml"));
   EXPECT_EQ(result.config->sites[0].static_files.root, dir_.path("conf/site"));
-}
-
-TEST_F(LoadTest, RootIsCanonical) {
-  fs::create_directory_symlink(www(), dir_.path("link"));
-  auto config = load_ok(R"([[site]]
-root = "./link/../link/"
-)");
-  ASSERT_NE(config, nullptr);
-  EXPECT_EQ(config->sites[0].static_files.root, www());
 }
 
 TEST_F(LoadTest, CommentsBomAndEmptyTablesAreFine) {
@@ -864,20 +662,6 @@ root = "www"
                      "2:40: invalid host name 'a..b' (empty label)"}));
 }
 
-TEST_F(LoadTest, RootMustExist) {
-  EXPECT_EQ(error(R"([[site]]
-root = "missing"
-)"),
-            "2:8: root \"missing\" does not exist (hint: relative paths are resolved against the "
-            "config file's directory, " +
-                dir_.path() + ")");
-}
-
-TEST_F(LoadTest, RootMustBeADirectory) {
-  EXPECT_EQ(error("[[site]]\nroot = \"" + dir_.path("file.txt") + "\"\n"),
-            "2:8: root \"" + dir_.path("file.txt") + "\" is not a directory");
-}
-
 TEST_F(LoadTest, SiteWithoutRootOrRoutes) {
   EXPECT_EQ(error(R"([[site]]
 hosts = ["a.com"]
@@ -967,89 +751,6 @@ prefix = "/a/"
             "of exact, prefix, extension, regex; add another [[site.route]] for the other)");
 }
 
-TEST_F(LoadTest, AliasOnANonPrefixRoute) {
-  EXPECT_EQ(error(R"([[site]]
-root = "www"
-[[site.route]]
-exact = "/logo.png"
-alias = "www/static"
-)"),
-            "5:9: 'alias' needs a prefix route (hint: alias replaces the matched prefix; write "
-            "prefix = \"/dir/\" instead of 'exact')");
-}
-
-TEST_F(LoadTest, AliasMustExist) {
-  EXPECT_EQ(error(R"([[site]]
-root = "www"
-[[site.route]]
-prefix = "/x/"
-alias = "/nonexistent/peregrine"
-)"),
-            "5:9: alias \"/nonexistent/peregrine\" does not exist");
-}
-
-TEST_F(LoadTest, LocationOnANonRedirectStatus) {
-  EXPECT_EQ(error(R"([[site]]
-[[site.route]]
-prefix = "/"
-return = 200
-location = "/x"
-)"),
-            "5:12: 'location' is only for redirects (301, 302, 303, 307, 308), not 200 (hint: "
-            "remove it, or return a redirect status)");
-}
-
-TEST_F(LoadTest, RedirectWithoutLocation) {
-  EXPECT_EQ(error(R"([[site]]
-[[site.route]]
-prefix = "/"
-return = 301
-)"),
-            "2:1: 'return = 301' needs a 'location' (hint: e.g. location = \"/new/path\" or "
-            "\"https://example.com$uri\")");
-}
-
-TEST_F(LoadTest, CaptureInLocationNeedsARegexRoute) {
-  EXPECT_EQ(error(R"([[site]]
-[[site.route]]
-prefix = "/old/"
-return = 301
-location = "/new/$1"
-)"),
-            "5:12: 'location' uses $1 but the route is not a regex route (hint: captures come "
-            "from regex = \"...\" groups; $uri is the request path)");
-}
-
-TEST_F(LoadTest, UnknownVariableInLocation) {
-  EXPECT_EQ(error(R"([[site]]
-[[site.route]]
-prefix = "/"
-return = 302
-location = "https://$host$uri"
-)"),
-            "5:12: unknown variable in 'location' (\"https://$host$uri\") (hint: location may use "
-            "$1..$9 (regex captures, $0 the whole match) and $uri (the request path))");
-}
-
-TEST_F(LoadTest, ReturnStatusOutOfRange) {
-  EXPECT_EQ(error(R"([[site]]
-[[site.route]]
-prefix = "/"
-return = 600
-)"),
-            "4:10: 'site.route.return' is 600; it must be between 100 and 599");
-}
-
-TEST_F(LoadTest, BodyOnNoContentStatus) {
-  EXPECT_EQ(error(R"([[site]]
-[[site.route]]
-prefix = "/"
-return = 204
-body = "x"
-)"),
-            "5:8: status 204 cannot have a body");
-}
-
 TEST_F(LoadTest, BadRegexPointsAtTheValue) {
   EXPECT_EQ(error(R"([[site]]
 root = "www"
@@ -1058,48 +759,6 @@ regex = "^/(a"
 )"),
             "4:9: invalid regex \"^/(a\": missing closing parenthesis at offset 4 (hint: PCRE2 "
             "syntax, e.g. regex = \"^/user/([0-9]+)$\")");
-}
-
-TEST_F(LoadTest, HandlerAndReturnAreExclusive) {
-  EXPECT_EQ(error(R"([[site]]
-[[site.route]]
-prefix = "/"
-handler = "api"
-return = 200
-)"),
-            "4:11: 'handler' cannot be combined with 'return' (hint: 'return' already selects the "
-            "return handler; remove 'handler')");
-}
-
-TEST_F(LoadTest, StaticOptionsOnAReturnRoute) {
-  EXPECT_EQ(error(R"([[site]]
-[[site.route]]
-prefix = "/"
-return = 200
-directory_listing = true
-)"),
-            "5:21: 'directory_listing' does not apply to a 'return' route (hint: static options "
-            "go on static (or application) routes)");
-}
-
-TEST_F(LoadTest, ReturnOptionsWithoutReturn) {
-  EXPECT_EQ(error(R"([[site]]
-root = "www"
-[[site.route]]
-prefix = "/"
-body = "hi"
-)"),
-            "5:8: 'body' needs a 'return' route (hint: add return = STATUS, e.g. return = 301 with "
-            "location)");
-}
-
-TEST_F(LoadTest, StaticRouteWithoutRoot) {
-  EXPECT_EQ(error(R"([[site]]
-[[site.route]]
-prefix = "/"
-)"),
-            "2:1: static route has no root (hint: set root on the route or on its [[site]], or "
-            "give the route a 'return')");
 }
 
 TEST_F(LoadTest, ExactAndPrefixMustStartWithASlash) {

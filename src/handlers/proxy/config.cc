@@ -1,0 +1,248 @@
+#include "handlers/proxy/config.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "config/upstream_address.h"
+#include "config/validate.h"
+#include "http/header_names.h"
+#include "upstream/config.h"
+
+namespace peregrine::proxy {
+
+namespace {
+
+using config::ProxyOptions;
+using config::Reader;
+using config::detail::to_lower;
+
+const std::vector<std::string_view> kKeys = {"proxy",
+                                             "strip_prefix",
+                                             "proxy_host",
+                                             "x_forwarded",
+                                             "forwarded",
+                                             "request_headers",
+                                             "response_headers",
+                                             "rewrite_location",
+                                             "intercept_errors",
+                                             "proxy_buffer",
+                                             "proxy_temp_file_max",
+                                             "websocket",
+                                             "tunnel_timeout"};
+const std::vector<std::string_view> kHeaderRuleKeys = {"set", "add", "remove"};
+
+constexpr uint64_t kMaxResponseBuffer = uint64_t{64} << 20;
+
+bool check_header_name(Reader& reader, const toml::source_region& where, std::string_view name,
+                       bool request, std::string_view list) {
+  if (!config::detail::is_token(name)) {
+    reader.error(where, "invalid header name '" + std::string(name) + "' in " + std::string(list),
+                 "header names are tokens such as X-Request-Id");
+    return false;
+  }
+  if (http::is_managed(name)) {
+    reader.error(where, "header '" + std::string(name) + "' is managed by the proxy",
+                 "framing and connection headers (Connection, Keep-Alive, Transfer-Encoding, "
+                 "Content-Length, TE, Trailer, Upgrade) cannot be changed per route");
+    return false;
+  }
+  if (request && to_lower(name) == "host") {
+    reader.error(where, "the Host header is set with 'proxy_host', not in " + std::string(list),
+                 "proxy_host = \"pass\", \"upstream\" or a fixed name");
+    return false;
+  }
+  return true;
+}
+
+void read_header_rules(Reader& reader, const toml::node& node, const std::string& name,
+                       bool request, std::vector<std::string>* remove,
+                       std::vector<std::pair<std::string, std::string>>* set,
+                       std::vector<std::pair<std::string, std::string>>* add) {
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    reader.type_error(
+        node, name, "a table",
+        "e.g. { set = { \"X-A\" = \"1\" }, add = { \"X-B\" = \"2\" }, remove = [\"X-C\"] }");
+    return;
+  }
+  reader.check_keys(*table, kHeaderRuleKeys, "'" + name + "'");
+  auto pairs = [&](std::string_view key, std::vector<std::pair<std::string, std::string>>* out) {
+    const toml::node* list = table->get(key);
+    if (list == nullptr) return;
+    const std::string list_name = name + "." + std::string(key);
+    const auto* headers = list->as_table();
+    if (headers == nullptr) {
+      reader.type_error(*list, list_name, "a table of header names and values",
+                        "e.g. " + std::string(key) + " = { \"X-Env\" = \"production\" }");
+      return;
+    }
+    std::map<std::string, config::SourcePos> seen;
+    for (auto [key_ptr, value] : config::in_written_order(*headers)) {
+      std::string header(key_ptr->str());
+      if (!check_header_name(reader, key_ptr->source(), header, request, "'" + list_name + "'"))
+        continue;
+      if (auto [it, inserted] = seen.emplace(to_lower(header), reader.pos_of(key_ptr->source()));
+          !inserted) {
+        reader.error(
+            key_ptr->source(), "header '" + header + "' is listed twice in '" + list_name + "'",
+            "first at line " + std::to_string(it->second.line) + " (names are case-insensitive)");
+        continue;
+      }
+      std::string text;
+      if (!reader.read_string(*value, list_name + "." + header, &text)) continue;
+      bool bad = std::any_of(text.begin(), text.end(), [](char c) {
+        return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
+      });
+      if (bad) {
+        reader.error(value->source(),
+                     "the value of header '" + header + "' contains control characters");
+        continue;
+      }
+      out->emplace_back(header, text);
+    }
+  };
+  pairs("set", set);
+  pairs("add", add);
+  if (const toml::node* list = table->get("remove")) {
+    std::vector<std::pair<std::string, const toml::node*>> names;
+    if (reader.read_string_list(*list, name + ".remove", &names)) {
+      for (auto& [header, element] : names) {
+        if (check_header_name(reader, element->source(), header, request,
+                              "'" + name + ".remove'")) {
+          remove->push_back(header);
+        }
+      }
+    }
+  }
+}
+
+void read_route(config::RouteContext& context, const toml::table& table, const toml::node& target,
+                config::Route* route) {
+  Reader& reader = context.reader;
+  ProxyOptions& options = route->proxy;
+  const bool prefix_route = route->match == config::MatchKind::kPrefix;
+  // An exact route's whole path is its "prefix": a path in the URL replaces it, which is how
+  // nginx's internal `rewrite ^/$ /index.html` is written here (exact = "/").
+  const bool replaceable = prefix_route || route->match == config::MatchKind::kExact;
+  if (replaceable) options.path_prefix = route->pattern;
+  std::string text;
+  config::ProxyUrl url;
+  if (reader.read_string(target, "site.route.proxy", &text, false)) {
+    std::string message, hint;
+    if (!config::parse_proxy_url(text, &url, &message, &hint)) {
+      reader.error(target.source(), message, hint);
+    } else {
+      std::string address = url.address;
+      if (!url.name.empty() && context.groups.find(url.name) == nullptr) {
+        address = url.default_port_address;  // "http://127.0.0.1" is port 80
+      }
+      options.upstream =
+          context.groups.resolve(reader, target, config::HandlerKind::kProxy, url.name, address);
+      if (!url.path.empty()) {
+        if (replaceable) {
+          options.path = url.path;
+        } else {
+          reader.error(target.source(), "a path in 'proxy' needs a prefix or exact route",
+                       "the path replaces the matched prefix (or exact path); use prefix = "
+                       "\"/dir/\", or drop the path to pass the request path unchanged");
+        }
+      }
+    }
+  }
+  if (const toml::node* node = table.get("strip_prefix")) {
+    if (reader.read_bool(*node, "site.route.strip_prefix", &options.strip_prefix) &&
+        options.strip_prefix) {
+      if (!prefix_route) {
+        reader.error(node->source(), "'strip_prefix' needs a prefix route",
+                     "it removes the matched prefix, e.g. with prefix = \"/api/\"");
+      } else if (!url.path.empty()) {
+        reader.error(node->source(), "'strip_prefix' cannot be combined with a path in 'proxy'",
+                     "the path in the URL already replaces the prefix; remove one of them");
+      }
+    }
+  }
+  if (const toml::node* node = table.get("proxy_host")) {
+    std::string host;
+    if (reader.read_string(*node, "site.route.proxy_host", &host, false)) {
+      if (host == "pass") {
+        options.host_mode = config::ProxyHostMode::kPass;
+      } else if (host == "upstream") {
+        options.host_mode = config::ProxyHostMode::kUpstream;
+      } else if (config::detail::valid_host_header(host)) {
+        options.host_mode = config::ProxyHostMode::kFixed;
+        options.fixed_host = host;
+      } else {
+        reader.error(node->source(), "invalid proxy_host \"" + host + "\"",
+                     "\"pass\" (the client's Host), \"upstream\" (the server's address) or a "
+                     "fixed host name such as \"app.internal\"");
+      }
+    }
+  }
+  if (const toml::node* node = table.get("x_forwarded")) {
+    bool on = true;
+    if (reader.read_bool(*node, "site.route.x_forwarded", &on)) {
+      options.x_forwarded_for = options.x_forwarded_proto = options.x_forwarded_host =
+          options.x_real_ip = on;
+    }
+  }
+  auto flag = [&](std::string_view key, bool* out) {
+    if (const toml::node* node = table.get(key)) {
+      reader.read_bool(*node, "site.route." + std::string(key), out);
+    }
+  };
+  flag("forwarded", &options.forwarded);
+  flag("rewrite_location", &options.rewrite_location);
+  flag("intercept_errors", &options.intercept_errors);
+  flag("websocket", &options.websocket);
+  if (const toml::node* node = table.get("request_headers")) {
+    read_header_rules(reader, *node, "site.route.request_headers", true, &options.request_remove,
+                      &options.request_set, &options.request_add);
+  }
+  if (const toml::node* node = table.get("response_headers")) {
+    read_header_rules(reader, *node, "site.route.response_headers", false, &options.response_remove,
+                      &options.response_set, &options.response_add);
+  }
+  if (const toml::node* node = table.get("proxy_buffer")) {
+    reader.read_size(*node, "site.route.proxy_buffer", 0, kMaxResponseBuffer,
+                     &options.buffer_bytes);
+  }
+  if (const toml::node* node = table.get("proxy_temp_file_max")) {
+    reader.read_size(*node, "site.route.proxy_temp_file_max", 0, uint64_t{1} << 50,
+                     &options.max_temp_file_bytes);
+  }
+  if (const toml::node* node = table.get("tunnel_timeout")) {
+    reader.read_duration(*node, "site.route.tunnel_timeout", config::Millis(1),
+                         config::kMaxDuration, &options.tunnel_idle_timeout);
+  }
+}
+
+// The back end serves the content: no static option applies.
+std::optional<std::string_view> static_key(std::string_view key) {
+  if (key == "alias") {
+    return std::string_view(
+        "to replace the prefix on the way to the back end, give proxy a path: proxy = "
+        "\"http://app/new/\", or set strip_prefix = true");
+  }
+  return std::string_view(
+      "the back end serves the content; static options go on static (or application) routes");
+}
+
+}  // namespace
+
+const config::RouteHandlerReader& route_reader() {
+  static const config::RouteHandlerReader reader{
+      .kind = config::HandlerKind::kProxy,
+      .name = "proxy",
+      .keys = &kKeys,
+      .value_form = "\"URL\"",
+      .example = "e.g. proxy = \"http://127.0.0.1:8080\"",
+      .handler_key_selects = false,
+      .foreign_hint = "add proxy = \"http://...\" to send the route to an HTTP back end",
+      .static_key = static_key,
+      .read = read_route,
+  };
+  return reader;
+}
+
+}  // namespace peregrine::proxy

@@ -1,0 +1,49 @@
+// The configuration of upstream groups: [[upstream]] tables with their servers and health
+// check, and the resolution of the group a fastcgi or proxy route names (a declared group, or an
+// implicit one-server group for an address).
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.h"
+#include "config/reader.h"
+
+namespace peregrine::upstream {
+
+// The keys of an [[upstream]] table.
+const std::vector<std::string_view>& group_keys();
+
+// The `upstream` array of tables into config->upstreams (before the sites: routes name them).
+void read_groups(config::Reader& reader, const toml::node& node, config::Config* config);
+
+// "$uri", "$http_NAME", "$cookie_NAME" into *out. Returns "" or the problem.
+std::string parse_hash_key(std::string_view text, config::HashKey* out);
+
+// The groups routes refer to. Remembers which protocol first used each group: a group speaks
+// one protocol, so a fastcgi and a proxy route cannot share one.
+class RouteGroups {
+ public:
+  explicit RouteGroups(config::Config* config) : config_(config) {}
+
+  const config::UpstreamGroup* find(std::string_view name) const;
+
+  // The group a fastcgi or proxy route at `node` uses: the declared group `name`, or the
+  // implicit group of `address`. Returns "" after reporting a problem.
+  std::string resolve(config::Reader& reader, const toml::node& node, config::HandlerKind kind,
+                      const std::string& name, const std::string& address);
+
+ private:
+  struct Use {
+    config::HandlerKind kind;
+    config::SourcePos pos;
+  };
+  config::Config* config_;
+  std::map<std::string, Use> uses_;  // group -> the first route that uses it
+};
+
+}  // namespace peregrine::upstream
