@@ -79,6 +79,17 @@ def unwatch(pgid):
         REAPER.remove(pgid)
 
 
+def reap(proc):
+    """Waits for a child whose group kill_group() ended (SIGKILL if it lingers) and takes its
+    group off the reaper's list."""
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+    unwatch(proc.pid)
+
+
 def reaper_main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)

@@ -12,6 +12,19 @@ def name_width(names, least=10):
     return max([least] + [len(n) for n in names])
 
 
+def table_rows(result, order, nw):
+    """(server, summary) for each server of a scenario's table, in order; a skipped server gets
+    its line here, with the reason."""
+    for n in order:
+        e = result["servers"].get(n)
+        if e is None:
+            continue
+        if "skipped" in e:
+            log(f"   {n:<{nw}} skipped: {e['skipped']}")
+            continue
+        yield n, e["summary"]
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -67,14 +80,7 @@ def print_load_table(name, sc, result, order, args):
     hdr = (f"   {'server':<{nw}} {'req/s':>10} {'CPU us/req':>11} {'p99 ms':>8} {'errors':>7} {'RSS MB':>7} "
            f"{'srv CPU%':>8} {'CPU vs nginx':>12} {'vs best ref':>11} {'runs/req':>8}")
     log(hdr)
-    for n in order:
-        e = result["servers"].get(n)
-        if e is None:
-            continue
-        if "skipped" in e:
-            log(f"   {n:<{nw}} skipped: {e['skipped']}")
-            continue
-        s = e["summary"]
+    for n, s in table_rows(result, order, nw):
         log(f"   {n:<{nw}} {fmt(s['rps'], '10.0f')} {fmt(s['cpu_us_per_req'], '11.2f')} "
             f"{fmt(s['p99_ms'], '8.2f')} {s['errors']:>7d} {fmt(s['rss_mb'], '7.1f')} "
             f"{fmt(s['server_cpu_util'] and 100 * s['server_cpu_util'], '7.0f')}% "
@@ -119,14 +125,7 @@ def print_idle_table(name, sc, result, order, args):
     log(f"   median of {args.runs} run(s), each on a freshly started server; client pinned to CPU {CLIENT_CPU}")
     log(f"   {'server':<{nw}} {'RSS before':>10} {'RSS after':>10} {'delta MB':>9} {'KB/conn':>8} "
         f"{'conns ok':>9} {'errors':>7} {'open s':>7} {'idle CPU ms/s':>13}")
-    for n in order:
-        e = result["servers"].get(n)
-        if e is None:
-            continue
-        if "skipped" in e:
-            log(f"   {n:<{nw}} skipped: {e['skipped']}")
-            continue
-        s = e["summary"]
+    for n, s in table_rows(result, order, nw):
         log(f"   {n:<{nw}} {fmt(s['rss_before_mb'], '10.1f')} {fmt(s['rss_after_mb'], '10.1f')} "
             f"{fmt(s['rss_delta_mb'], '9.1f')} {fmt(s['kb_per_conn'], '8.2f')} {fmt(s['ok'], '9.0f')} "
             f"{s['errors']:>7d} {fmt(s['open_seconds'], '7.2f')} {fmt(s['idle_cpu_ms_per_s'], '13.2f')}")
