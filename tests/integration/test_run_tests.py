@@ -93,11 +93,16 @@ class RunnerCount(unittest.TestCase):
                            text=True, timeout=120)
         return p.returncode, p.stdout.splitlines()
 
+    @staticmethod
+    def shown(lines):
+        # Indented: the outer runner must not read the inner CTest's result lines as its own.
+        return "\n".join("| " + line for line in lines)
+
     def test_without_ci_a_missing_tool_is_a_skip(self):
         rc, lines = self.run_runner(ci=False)
         # passed: plain.pass, passing x2, missing_tool.test_plain; failed: plain.fail; skipped: the
         # GoogleTest skip, clang-format, passing.test_as_root, missing_tool.test_with_tool, all_skipped.
-        self.assertEqual(lines[-1], "4 passed, 1 failed, 5 skipped", "\n".join(lines))
+        self.assertEqual(lines[-1], "4 passed, 1 failed, 5 skipped", self.shown(lines))
         self.assertEqual(rc, 1)
         self.assertIn("  skipped: integration.missing_tool: T.test_with_tool "
                       "(missing tool: peregrine-no-such-tool (Debian package none))", lines)
@@ -105,11 +110,11 @@ class RunnerCount(unittest.TestCase):
 
     def test_under_ci_a_missing_tool_fails_and_a_skip_by_design_does_not(self):
         rc, lines = self.run_runner(ci=True)
-        self.assertEqual(lines[-1], "4 passed, 3 failed, 3 skipped", "\n".join(lines))
+        self.assertEqual(lines[-1], "4 passed, 3 failed, 3 skipped", self.shown(lines))
         self.assertEqual(rc, 1)
         self.assertIn("  failed: style.clang_format", lines)
-        self.assertTrue(any(line.startswith("  failed: integration.missing_tool: T.test_with_tool (AssertionError: missing tool") for line in lines),
-                        "\n".join(lines))
+        failed_case = "  failed: integration.missing_tool: T.test_with_tool (AssertionError: missing tool"
+        self.assertTrue(any(line.startswith(failed_case) for line in lines), self.shown(lines))
         self.assertIn("  skipped: unit.Spares.Recycles", lines)
 
 
