@@ -17,7 +17,11 @@ import os
 import re
 import sys
 
-RESULT_LINE = re.compile(r"^\s*\d+/\d+\s+Test\s+#\d+:\s+(\S+)\s[\s.]*(\S.*?)\s+[\d.]+\s+sec\s*$")
+# The name may hold spaces (a GoogleTest parameter printed as "16-byte object <...>"); the dots
+# run up to the status: "Passed", or one with "***" ("***Failed", "***Skipped", "***Timeout",
+# "***Exception: SegFault", "Subprocess aborted***Exception:" for an ASan abort).
+RESULT_LINE = re.compile(r"^\s*\d+/\d+\s+Test\s+#\d+:\s(.+?)\s\.*\s*(Passed|[^*\s][^*]*\*\*\*.*?|\*\*\*.*?)"
+                         r"\s+[\d.]+\s+sec\s*$")
 
 
 def ctest_results(log_text):
@@ -28,9 +32,9 @@ def ctest_results(log_text):
         m = RESULT_LINE.match(line)
         if not m:
             continue
-        status = m.group(2).lstrip("*")
-        out.append((m.group(1), "passed" if status == "Passed" else
-                    "skipped" if status == "Skipped" else "failed"))
+        status = m.group(2)
+        out.append((m.group(1).strip(), "passed" if status == "Passed" else
+                    "skipped" if status == "***Skipped" else "failed"))
     return out
 
 
