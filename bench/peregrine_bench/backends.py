@@ -221,5 +221,3 @@ def start_backend(scenario, workdir, ctx, server_names):
         b.stop()
         raise
     return b
-
-

@@ -13,14 +13,15 @@ import tempfile
 import time
 
 from . import procs
-from .backends import BackendError, PhpFpm, start_backend, backend_available
-from .common import CLIENT_CPU, CLK_TCK, REPO_DIR, SERVER_CPU, BenchError, ServerError, log, warn
+from .backends import PhpFpm, backend_available, start_backend
+from .common import CLIENT_CPU, CLK_TCK, REPO_DIR, SERVER_CPU, BackendError, BenchError, ServerError, log, warn
 from .load import ab_run, idle_client, idle_run, wrk_run
 from .procs import raise_nofile, read_file, reaper_main, run_cmd
 from .report import (across_rounds, fmt, median, name_width, print_across_rounds, print_idle_table,
                      print_load_table, ratio_fields, summarize_load)
 from .scenarios import SCENARIO_ALIASES, SCENARIO_ORDER, SCENARIOS, check_paths_for, make_docroot
 from .servers import ALL_SERVERS, DEFAULT_PEREGRINE, SERVER_CLASSES, Peregrine, peregrine_variant
+
 
 def start_servers(names, scen_dir, docroot, nofile, args, check_paths, scenario=None, backend=None):
     servers = []

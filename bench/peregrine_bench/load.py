@@ -300,5 +300,3 @@ def idle_run(server, sc):
     if err:
         r["client_stderr"] = err[-2000:]
     return r
-
-

@@ -196,7 +196,6 @@ def kill_group(pgid, grace=3.0):
             time.sleep(0.05)
 
 
-
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -240,4 +239,3 @@ def dechunk(body):
         out += body[:n]
         body = body[n + 2:]
     return bytes(out)
-

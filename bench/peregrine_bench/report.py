@@ -7,6 +7,7 @@ from .common import CLIENT_CPU, SERVER_CPU, log
 from .scenarios import AB_REQUESTS
 from .servers import REFERENCE_SERVERS
 
+
 def name_width(names, least=10):
     """The width of the server-name column: the usual 10, wider for labelled peregrine builds."""
     return max([least] + [len(n) for n in names])
@@ -134,8 +135,6 @@ def print_idle_table(name, sc, result, order, args):
         if e and e.get("runs"):
             log(f"   client: {e['runs'][0]['cmd']}  (server {n})")
             break
-
-
 
 
 # What "across rounds" compares per scenario: CPU per request for the load scenarios (the figure

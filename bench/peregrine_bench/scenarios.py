@@ -82,4 +82,3 @@ def check_paths_for(scenario_names):
             expect = HELLO_BODY if n == "hello" else sc.get("expect")
             paths.append((sc["path"], sc["length"], expect, sc.get("min_length", 0)))
     return paths
-
