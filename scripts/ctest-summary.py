@@ -20,7 +20,7 @@ import sys
 # The name may hold spaces (a GoogleTest parameter printed as "16-byte object <...>"); the dots
 # run up to the status: "Passed", or one with "***" ("***Failed", "***Skipped", "***Timeout",
 # "***Exception: SegFault", "Subprocess aborted***Exception:" for an ASan abort).
-RESULT_LINE = re.compile(r"^\s*\d+/\d+\s+Test\s+#\d+:\s(.+?)\s\.*\s*(Passed|[^*\s][^*]*\*\*\*.*?|\*\*\*.*?)"
+RESULT_LINE = re.compile(r"^\s*\d+/\d+\s+Test\s+#\d+:\s(.+?)\s\.*\s*(Passed|\*\*\*.*?|Subprocess aborted\*\*\*.*?)"
                          r"\s+[\d.]+\s+sec\s*$")
 
 
