@@ -528,5 +528,111 @@ class ServerTestCase(unittest.TestCase):
             time.sleep(interval)
 
 
+# --------------------------------------------------------------------------------------------
+# Skips, and what the test runner (scripts/run-tests.sh) learns of each case.
+#
+# A skip is either by design (not root, no IPv6 loopback: the test cannot mean anything here) or
+# a tool or package missing from this machine. The second kind goes through require_tool(): a skip
+# on a developer's machine, a failure under CI=true, because CI installs everything the tests need
+# and a missing tool there would silently turn a tier off.
+# --------------------------------------------------------------------------------------------
+
+# CTest's SKIP_RETURN_CODE for the integration tests (CMakeLists.txt): a file whose every case
+# was skipped is reported as skipped, not as passed.
+SKIP_RETURN_CODE = 77
+
+
+def in_ci():
+    return os.environ.get("CI", "").lower() in ("true", "1")
+
+
+def require_tool(name, package, path=None):
+    """The path of the program `name` (looked up in PATH, or `path` if given) a test needs.
+
+    Missing: unittest.SkipTest("missing tool: ..."), or under CI=true an AssertionError, which
+    fails the test (or, raised in setUpClass, every test of the class)."""
+    if path:
+        found = path if os.access(path, os.X_OK) else None
+    else:
+        found = shutil.which(name)
+    if found:
+        return found
+    what = f"missing tool: {path or name} ({package})"
+    if in_ci():
+        raise AssertionError(f"{what}; CI=true, and CI installs every package the tests need")
+    raise unittest.SkipTest(what)
+
+
+class _RecordingResult(unittest.TextTestResult):
+    """Keeps each case's outcome for the runner's per-case count (see main())."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.outcomes = {}  # test id -> (passed|failed|skipped, reason); a failure is never undone
+
+    def _note(self, test, status, reason=""):
+        if self.outcomes.get(test.id(), ("",))[0] != "failed":
+            self.outcomes[test.id()] = (status, reason)
+
+    @staticmethod
+    def _why(err):
+        lines = str(err[1]).strip().splitlines()
+        return f"{err[0].__name__}: {lines[0] if lines else ''}"
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._note(test, "passed")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._note(test, "failed", self._why(err))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._note(test, "failed", self._why(err))
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self._note(test, "failed", self._why(err))
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._note(test, "skipped", reason)
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self._note(test, "passed")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._note(test, "failed", "unexpected success")
+
+
+def write_outcomes(outcomes):
+    """One line per case, "status<TAB>test id<TAB>reason", in $PEREGRINE_TEST_RESULTS/<CTest name>.tsv
+    when the runner asked for it: it then counts this file's cases instead of the one CTest test."""
+    results_dir = os.environ.get("PEREGRINE_TEST_RESULTS")
+    if not results_dir:
+        return
+    name = os.environ.get("PEREGRINE_CTEST_NAME") or os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    path = os.path.join(results_dir, name + ".tsv")
+    with open(path + ".tmp", "w") as f:
+        for test_id, (status, reason) in outcomes.items():
+            # The file is run as a script: its module is __main__, which the CTest name says better.
+            test_id = test_id.replace("__main__.", "")
+            f.write(f"{status}\t{test_id}\t{' '.join(reason.split())}\n")
+    os.replace(path + ".tmp", path)  # a file the runner sees is a whole one
+
+
 def main():
-    unittest.main(verbosity=2)
+    """unittest.main for an integration test file. Exit status: 1 if a case failed, otherwise
+    SKIP_RETURN_CODE if every case was skipped, otherwise 0."""
+    program = unittest.main(verbosity=2, exit=False,
+                            testRunner=unittest.TextTestRunner(verbosity=2, resultclass=_RecordingResult))
+    outcomes = program.result.outcomes
+    write_outcomes(outcomes)
+    statuses = [status for status, _ in outcomes.values()]
+    if not program.result.wasSuccessful():
+        sys.exit(1)
+    sys.exit(SKIP_RETURN_CODE if statuses and "passed" not in statuses else 0)

@@ -22,7 +22,6 @@ import harness  # noqa: E402
 
 BENCH_BIN = os.environ.get("PEREGRINE_BENCH_BIN") or os.path.join(os.path.dirname(harness.PEREGRINE_BIN),
                                                                    "peregrine-bench")
-AB = shutil.which("ab")
 
 
 def run_bench(args, timeout=30):
@@ -144,8 +143,7 @@ def length_response(body=b"hello", status="200 OK", extra=b""):
 class BenchToolTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not os.path.exists(BENCH_BIN):
-            raise unittest.SkipTest(f"{BENCH_BIN} not built")
+        harness.require_tool("peregrine-bench", "built with the tree: cmake --build", path=BENCH_BIN)
 
     def setUp(self):
         self.servers = []
@@ -197,13 +195,12 @@ class BenchToolTest(unittest.TestCase):
         self.assertEqual(num(f["HTML transferred"]), 50 * 70000)
 
     def test_report_has_every_ab_field(self):
-        if not AB:
-            self.skipTest("ab (apache2-utils) not installed")
+        ab_bin = harness.require_tool("ab", "Debian package apache2-utils")
         srv = self.start_peregrine()
         for args in (["-k", "-n", "300", "-c", "4"], ["-n", "200", "-c", "3"]):
             for path in ("/index.html", "/missing"):
                 url = f"http://127.0.0.1:{srv.port}{path}"
-                ab = subprocess.run([AB] + args + [url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                ab = subprocess.run([ab_bin] + args + [url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     timeout=60).stdout.decode()
                 rc, out, err, _ = run_bench(args + [url])
                 self.assertEqual(rc, 0, err)
@@ -452,9 +449,7 @@ class BenchToolTest(unittest.TestCase):
 
     def test_https_with_sni(self):
         import ssl
-        openssl = shutil.which("openssl")
-        if not openssl:
-            self.skipTest("openssl not installed")
+        openssl = harness.require_tool("openssl", "Debian package openssl")
         tmp = tempfile.mkdtemp(prefix="bench-tls-")
         self.addCleanup(shutil.rmtree, tmp, True)
         cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
@@ -518,4 +513,4 @@ class BenchToolTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    harness.main()

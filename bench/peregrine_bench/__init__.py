@@ -1,0 +1,1 @@
+"""bench/run.py's implementation: Peregrine side by side with nginx, H2O and lighttpd."""

@@ -1,0 +1,36 @@
+"""What every part of the benchmark shares: the CPU split, the errors, and how it prints."""
+
+import os
+import sys
+
+BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_DIR = os.path.dirname(BENCH_DIR)
+# The helper processes (the reaper, the idle10k client) are this same entry point with an internal
+# flag, so they need no import path of their own.
+RUN_PY = os.path.join(BENCH_DIR, "run.py")
+
+# The server under test has CPU 0 to itself; the load generator and every back end share CPU 1,
+# so CPU 0's time is the server's alone.
+SERVER_CPU = "0"
+CLIENT_CPU = "1"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(Exception):
+    pass
+
+
+class ServerError(BenchError):
+    pass
+
+
+class BackendError(BenchError):
+    pass
+
+
+def log(msg=""):
+    print(msg, flush=True)
+
+
+def warn(msg):
+    print("WARNING: " + msg, file=sys.stderr, flush=True)

@@ -1,0 +1,198 @@
+"""The tables printed after each scenario, and the medians and ratios they show."""
+
+import re
+import statistics
+
+from .common import CLIENT_CPU, SERVER_CPU, log
+from .scenarios import AB_REQUESTS
+from .servers import REFERENCE_SERVERS
+
+
+def name_width(names, least=10):
+    """The width of the server-name column: the usual 10, wider for labelled peregrine builds."""
+    return max([least] + [len(n) for n in names])
+
+
+def table_rows(result, order, nw):
+    """(server, summary) for each server of a scenario's table, in order; a skipped server gets
+    its line here, with the reason."""
+    for n in order:
+        e = result["servers"].get(n)
+        if e is None:
+            continue
+        if "skipped" in e:
+            log(f"   {n:<{nw}} skipped: {e['skipped']}")
+            continue
+        yield n, e["summary"]
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, spec, none="-"):
+    if x is None:
+        width = re.match(r"\d*", spec).group(0)
+        return none.rjust(int(width)) if width else none
+    return format(x, spec)
+
+
+def ratio(x, width):
+    return ("-" if x is None else f"{x:.2f}x").rjust(width)
+
+
+def summarize_load(entry):
+    runs = entry["runs"]
+    rss, hwm = entry.get("rss_kb_after", (None, None))
+    return {
+        "rps": median([r["rps"] for r in runs]),
+        "requests": median([r["requests"] for r in runs]),
+        "cpu_us_per_req": median([r["cpu_us_per_req"] for r in runs]),
+        "cpu_us_per_req_ticks": median([r["cpu_us_per_req_ticks"] for r in runs]),
+        "runs_per_req": median([r.get("runs_per_req") for r in runs]),
+        "p50_ms": median([r["p50_ms"] for r in runs]),
+        "p99_ms": median([r["p99_ms"] for r in runs]),
+        "errors": sum(r["errors"] for r in runs),
+        "server_cpu_util": median([r["server_cpu_util"] for r in runs]),
+        "cpu0_busy": median([r["cpu0_busy"] for r in runs]),
+        "rss_mb": rss / 1024 if rss is not None else None,
+        "peak_rss_mb": hwm / 1024 if hwm is not None else None,
+    }
+
+
+def ratio_fields(summ, order):
+    """Adds cpu ratios vs nginx and vs the best of the reference servers."""
+    cpu = {n: summ[n]["cpu_us_per_req"] for n in order if n in summ}
+    refs = [cpu[n] for n in REFERENCE_SERVERS if cpu.get(n)]
+    best = min(refs) if refs else None
+    for n in summ:
+        c = cpu.get(n)
+        summ[n]["cpu_vs_nginx"] = c / cpu["nginx"] if c and cpu.get("nginx") else None
+        summ[n]["cpu_vs_best_ref"] = c / best if c and best else None
+
+
+def print_load_table(name, sc, result, order, args):
+    nw = name_width(order)
+    log("")
+    log(f"== {name}: {sc['desc']}")
+    log(f"   medians of {args.runs} run(s) x {args.duration}s after a {args.warmup}s warm-up; "
+        f"errors summed over the runs; CPU = server CPU time per request (schedstat)")
+    hdr = (f"   {'server':<{nw}} {'req/s':>10} {'CPU us/req':>11} {'p99 ms':>8} {'errors':>7} {'RSS MB':>7} "
+           f"{'srv CPU%':>8} {'CPU vs nginx':>12} {'vs best ref':>11} {'runs/req':>8}")
+    log(hdr)
+    for n, s in table_rows(result, order, nw):
+        log(f"   {n:<{nw}} {fmt(s['rps'], '10.0f')} {fmt(s['cpu_us_per_req'], '11.2f')} "
+            f"{fmt(s['p99_ms'], '8.2f')} {s['errors']:>7d} {fmt(s['rss_mb'], '7.1f')} "
+            f"{fmt(s['server_cpu_util'] and 100 * s['server_cpu_util'], '7.0f')}% "
+            f"{ratio(s['cpu_vs_nginx'], 12)} {ratio(s['cpu_vs_best_ref'], 11)} "
+            f"{fmt(s.get('runs_per_req'), '8.2f')}")
+    low = {n: result["servers"][n]["summary"] for n in order
+           if "summary" in result["servers"].get(n, {})
+           and (result["servers"][n]["summary"]["server_cpu_util"] or 1) < 0.85}
+    if low:
+        # CPU 0 time not used by the server = other processes (or idle, if the client was the limit)
+        other = max((s["cpu0_busy"] or 0) - (s["server_cpu_util"] or 0) for s in low.values())
+        why = (f"other processes used up to {100 * other:.0f}% of CPU {SERVER_CPU} (load {result.get('loadavg', '?')})"
+               if other > 0.10 else f"the client on CPU {CLIENT_CPU} was the limit")
+        log(f"   note: {', '.join(low)} used less than 85% of CPU {SERVER_CPU}: {why}; req/s and p99 then "
+            f"measure that, not the server - compare CPU/request (inflated somewhat when the CPU is shared)")
+    if result.get("backend"):
+        log(f"   back end: {result['backend']['cmdline']}")
+    if sc["length"] is None:
+        sizes = {n: result["servers"][n].get("body_bytes") for n in order if "runs" in result["servers"].get(n, {})}
+        log("   response body bytes: " + ", ".join(f"{n} {v}" for n, v in sizes.items()))
+    log("   wrk commands:")
+    for n in order:
+        e = result["servers"].get(n)
+        if e and "runs" in e and e["runs"]:
+            log(f"     {n:<{nw}} {e['runs'][0]['cmd']}")
+    with_ab = [n for n in order if "ab" in result["servers"].get(n, {})]
+    if with_ab:
+        log(f"   ab -k (HTTP/1.0 keep-alive), once per server; target: keep-alive requests = complete = "
+            f"{AB_REQUESTS:,}, 0 failed")
+        log(f"   {'server':<{nw}} {'complete':>9} {'keep-alive':>10} {'failed':>7} {'non-2xx':>8} {'req/s':>9}  ")
+        for n in with_ab:
+            a = result["servers"][n]["ab"]
+            log(f"   {n:<{nw}} {fmt(a['complete'], '9d')} {fmt(a['keep_alive'], '10d')} {fmt(a['failed'], '7d')} "
+                f"{fmt(a['non_2xx'], '8d')} {fmt(a['rps'], '9.0f')}  {a.get('problem', '')}")
+        log(f"     {with_ab[0]:<{nw}} {result['servers'][with_ab[0]]['ab']['cmd']}")
+
+
+def print_idle_table(name, sc, result, order, args):
+    nw = name_width(order)
+    log("")
+    log(f"== {name}: {sc['desc']}")
+    log(f"   median of {args.runs} run(s), each on a freshly started server; client pinned to CPU {CLIENT_CPU}")
+    log(f"   {'server':<{nw}} {'RSS before':>10} {'RSS after':>10} {'delta MB':>9} {'KB/conn':>8} "
+        f"{'conns ok':>9} {'errors':>7} {'open s':>7} {'idle CPU ms/s':>13}")
+    for n, s in table_rows(result, order, nw):
+        log(f"   {n:<{nw}} {fmt(s['rss_before_mb'], '10.1f')} {fmt(s['rss_after_mb'], '10.1f')} "
+            f"{fmt(s['rss_delta_mb'], '9.1f')} {fmt(s['kb_per_conn'], '8.2f')} {fmt(s['ok'], '9.0f')} "
+            f"{s['errors']:>7d} {fmt(s['open_seconds'], '7.2f')} {fmt(s['idle_cpu_ms_per_s'], '13.2f')}")
+    for n in order:
+        e = result["servers"].get(n)
+        if e and e.get("runs"):
+            log(f"   client: {e['runs'][0]['cmd']}  (server {n})")
+            break
+
+
+# What "across rounds" compares per scenario: CPU per request for the load scenarios (the figure
+# docs/performance.md holds every change to), RSS per connection for idle10k.
+ROUND_METRICS = {"load": ("cpu_us_per_req", "CPU us/req"), "idle": ("kb_per_conn", "KB/conn")}
+
+
+def round_metric(scenario):
+    return ROUND_METRICS["idle" if scenario == "idle10k" else "load"]
+
+
+def across_rounds(rounds, order):
+    """{scenario: {server: {"metric", "rounds": [per-round median], "median"}}} from each round's
+    results; a round where the scenario failed or the server was skipped adds no figure."""
+    out = {}
+    for scenarios in rounds:
+        for name, res in scenarios.items():
+            key, _ = round_metric(name)
+            per = out.setdefault(name, {})
+            for n in order:
+                e = res.get("servers", {}).get(n)
+                if e is None or "summary" not in e:
+                    continue
+                per.setdefault(n, {"metric": key, "rounds": []})["rounds"].append(e["summary"].get(key))
+    for per in out.values():
+        for entry in per.values():
+            entry["median"] = median(entry["rounds"])
+    return out
+
+
+def compare(base, other, tolerance):
+    """(other / base, verdict): "ok" within `tolerance` percent of the baseline or better,
+    "SLOWER" beyond it, "-" when either figure is missing."""
+    if not base or other is None:
+        return None, "-"
+    r = other / base
+    return r, ("ok" if r <= 1 + tolerance / 100 else "SLOWER")
+
+
+def print_across_rounds(summary, order, rounds, compared, tolerance):
+    """One line per scenario: each server's median over the rounds and, with two or more peregrine
+    builds, each build's ratio to the first (the baseline) and whether it is within tolerance."""
+    log("")
+    log(f"== across {rounds} round(s): median of each round's median (load scenarios: server CPU "
+        f"us/request; idle10k: KB per connection)")
+    base = compared[0] if compared else None
+    others = compared[1:]
+    cols = [max(10, len(n)) for n in order]
+    hdr = f"   {'scenario':<15} " + " ".join(f"{n:>{w}}" for n, w in zip(order, cols))
+    hdr += "".join(f" {n + ' / ' + base:>{len(n) + len(base) + 3}}" for n in others)
+    log(hdr)
+    for name, per in summary.items():
+        line = f"   {name:<15} " + " ".join(fmt(per.get(n, {}).get("median"), f"{w}.2f")
+                                            for n, w in zip(order, cols))
+        for n in others:
+            r, verdict = compare(per.get(base, {}).get("median"), per.get(n, {}).get("median"), tolerance)
+            cell = "-" if r is None else f"{r:.3f}x {verdict}"
+            line += f" {cell:>{len(n) + len(base) + 3}}"
+        log(line)
+    if others:
+        log(f"   ok: within {tolerance:g} % of {base} or better; SLOWER: more than {tolerance:g} % above it")

@@ -1,0 +1,84 @@
+"""The scenarios: what each one requests, from how many connections, and the docroot they read."""
+
+import os
+import random
+
+IDLE_CONNECTIONS = 10_000
+HELLO_BODY = b"hello world"
+
+# Docroot files: name -> size in bytes.
+FILES = {"11.txt": 11, "663.html": 663, "135555.bin": 135_555}
+PHP_SCRIPTS = {"hello.php": '<?php echo "hello world";\n', "info.php": "<?php phpinfo();\n"}
+
+SCENARIOS = {
+    # name: path, connections, Connection: close?, expected body length, description
+    "small": dict(path="/11.txt", conns=100, close=False, length=11,
+                  desc="11-byte file, 100 keep-alive connections"),
+    "page": dict(path="/663.html", conns=100, close=False, length=663,
+                 desc="663-byte page, 100 keep-alive connections"),
+    "large": dict(path="/135555.bin", conns=100, close=False, length=135_555,
+                  desc="135,555-byte file, 100 keep-alive connections"),
+    "close": dict(path="/11.txt", conns=100, close=True, length=11,
+                  desc="11-byte file, 100 connections, 'Connection: close' (new TCP connection per request)"),
+    "c1000": dict(path="/663.html", conns=1000, close=False, length=663,
+                  desc="663-byte page, 1,000 keep-alive connections"),
+    "hello": dict(path="/hello", conns=100, close=False, length=len(HELLO_BODY),
+                  desc="fixed 'return 200 hello world' route (no file system), 100 keep-alive connections"),
+    "idle10k": dict(path="/11.txt", conns=IDLE_CONNECTIONS, close=False, length=11,
+                    desc="server RSS growth with 10,000 idle keep-alive connections"),
+    # Behind a back end (bench/README.md "Back ends"): php-fpm, or an nginx on CPU 1.
+    "php_hello": dict(path="/hello.php", conns=100, close=False, length=len(HELLO_BODY), expect=HELLO_BODY,
+                      backend="php", ab=True,
+                      desc="PHP 'hello world' through php-fpm (8 static children, CPU 1), 100 keep-alive connections"),
+    "php_info": dict(path="/info.php", conns=100, close=False, length=None, min_length=10_000,
+                     backend="php",
+                     desc="PHP phpinfo() page through php-fpm (8 static children, CPU 1), 100 keep-alive connections"),
+    "proxy_small": dict(path="/663.html", conns=100, close=False, length=663, backend="http",
+                        desc="reverse proxy of a 663-byte page from a back-end nginx (CPU 1), 100 keep-alive connections"),
+}
+# proxy_slow: a back end that holds every response SLOW_BACKEND_MS without burning CPU, at several
+# concurrencies; "--scenarios proxy_slow" selects all of them.
+SLOW_BACKEND_MS = 4
+SLOW_CONCURRENCIES = (100, 500, 1000)
+for _c in SLOW_CONCURRENCIES:
+    SCENARIOS[f"proxy_slow{_c}"] = dict(
+        path="/slow", conns=_c, close=False, length=len(HELLO_BODY), expect=HELLO_BODY, backend="http",
+        desc=f"reverse proxy of a back end that answers after {SLOW_BACKEND_MS} ms, {_c:,} keep-alive connections")
+SCENARIO_ORDER = list(SCENARIOS)
+SCENARIO_ALIASES = {"proxy_slow": [f"proxy_slow{c}" for c in SLOW_CONCURRENCIES]}
+PHP_FPM_CHILDREN = 8
+AB_REQUESTS = 10_000
+AB_CONCURRENCY = 100
+
+
+def make_docroot(path):
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "11.txt"), "wb") as f:
+        f.write(b"0123456789\n")
+    head = b"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Peregrine bench</title></head>\n<body>\n"
+    foot = b"</body></html>\n"
+    filler = b"<p>" + b"Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 10
+    page = head + filler
+    page = page[:663 - len(foot) - len(b"</p>\n")] + b"</p>\n" + foot
+    assert len(page) == 663, len(page)
+    with open(os.path.join(path, "663.html"), "wb") as f:
+        f.write(page)
+    with open(os.path.join(path, "135555.bin"), "wb") as f:
+        f.write(random.Random(135555).randbytes(135_555))
+    for name, size in FILES.items():
+        assert os.path.getsize(os.path.join(path, name)) == size, name
+    for name, text in PHP_SCRIPTS.items():
+        with open(os.path.join(path, name), "w") as f:
+            f.write(text)
+
+
+def check_paths_for(scenario_names):
+    paths = []
+    seen = set()
+    for n in scenario_names:
+        sc = SCENARIOS[n]
+        if sc["path"] not in seen:
+            seen.add(sc["path"])
+            expect = HELLO_BODY if n == "hello" else sc.get("expect")
+            paths.append((sc["path"], sc["length"], expect, sc.get("min_length", 0)))
+    return paths

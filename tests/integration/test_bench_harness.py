@@ -1,0 +1,249 @@
+"""The pure parts of bench/peregrine_bench: wrk and ab output parsing, the per-run arithmetic,
+medians and ratios, the tables' layout and the command line. No server runs here: the real
+benchmark is not a test (bench/README.md), but what turns its tools' output into figures is.
+
+Run: /usr/bin/python3 tests/integration/test_bench_harness.py [-v]
+"""
+
+import contextlib
+import io
+import os
+import sys
+import types
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench"))
+import harness  # noqa: E402
+from peregrine_bench import driver, load, measure, report, servers  # noqa: E402
+from peregrine_bench.common import BenchError  # noqa: E402
+
+WRK_OUT = """Running 2s test @ http://127.0.0.1:42371/11.txt
+  1 threads and 100 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     7.40ms    1.23ms  16.76ms   80.00%
+    Req/Sec    13.57k     1.00k   14.52k    85.00%
+  Latency Distribution
+     50%  750.00us
+     75%    7.80ms
+     90%    8.50ms
+     99%    1.20s
+  27016 requests in 2.00s, 6.31MB read
+  Socket errors: connect 1, read 3, write 0, timeout 2
+  Non-2xx or 3xx responses: 5
+Requests/sec:  13508.00
+Transfer/sec:      3.15MB
+"""
+
+AB_OUT = """Server Software:
+Server Hostname:        127.0.0.1
+Concurrency Level:      100
+Time taken for tests:   4.403 seconds
+Complete requests:      10000
+Failed requests:        0
+Keep-Alive requests:    10000
+Total transferred:      1330000 bytes
+Requests per second:    2271.01 [#/sec] (mean)
+"""
+
+
+def capture(fn, *args):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        fn(*args)
+    return out.getvalue().splitlines()
+
+
+class WrkOutput(unittest.TestCase):
+    def test_every_field(self):
+        r = load.parse_wrk(WRK_OUT)
+        self.assertEqual(r["rps"], 13508.0)
+        self.assertEqual(r["requests"], 27016)
+        self.assertAlmostEqual(r["wrk_seconds"], 2.0)
+        self.assertAlmostEqual(r["p50_ms"], 0.75)
+        self.assertAlmostEqual(r["p99_ms"], 1200.0)
+        self.assertEqual(r["socket_errors"], {"connect": 1, "read": 3, "write": 0, "timeout": 2})
+        self.assertEqual(r["non_2xx_3xx"], 5)
+        self.assertEqual(r["errors"], 11)
+
+    def test_a_clean_run_has_no_error_lines(self):
+        clean = "\n".join(line for line in WRK_OUT.splitlines()
+                          if "Socket errors" not in line and "Non-2xx" not in line)
+        r = load.parse_wrk(clean)
+        self.assertEqual(r["errors"], 0)
+        self.assertEqual(r["socket_errors"], {"connect": 0, "read": 0, "write": 0, "timeout": 0})
+
+    def test_no_requests_line_is_an_error(self):
+        with self.assertRaises(BenchError):
+            load.parse_wrk("unable to connect to 127.0.0.1:1 Connection refused\n")
+
+    def test_latency_units(self):
+        for text, ms in (("500us", 0.5), ("2.5ms", 2.5), ("1.5s", 1500.0), ("2m", 120000.0), ("1h", 3600000.0)):
+            self.assertAlmostEqual(load.to_ms(text), ms, msg=text)
+        with self.assertRaises(BenchError):
+            load.to_ms("3 parsecs")
+
+    def test_command(self):
+        sc = {"conns": 100, "close": True, "path": "/11.txt"}
+        self.assertEqual(load.wrk_command(8080, sc, 5),
+                         ["taskset", "-c", "1", "wrk", "-t1", "-c100", "-d5s", "--latency",
+                          "-H", "Connection: close", "http://127.0.0.1:8080/11.txt"])
+
+
+class AbOutput(unittest.TestCase):
+    def test_full_report(self):
+        self.assertEqual(load.parse_ab(AB_OUT, ""), {"complete": 10000, "failed": 0, "keep_alive": 10000,
+                                                     "non_2xx": 0, "rps": 2271.01})
+
+    def test_gave_up_before_the_report(self):
+        err = "apr_pollset_poll: The timeout specified has expired (70007)\nTotal of 9908 requests completed\n"
+        r = load.parse_ab("Benchmarking 127.0.0.1 (be patient)\n", err)
+        self.assertEqual(r["complete"], 9908)
+        self.assertIsNone(r["keep_alive"])
+        self.assertIsNone(r["rps"])
+
+
+class Measurement(unittest.TestCase):
+    def test_tree_is_the_group_and_every_descendant(self):
+        # pid -> (ppid, pgrp, ticks): 100 leads the group; 103 left it by setsid() but is 101's
+        # child, 104 its grandchild; 200 is someone else.
+        table = {100: (1, 100, 0), 101: (100, 100, 0), 103: (101, 103, 0), 104: (103, 103, 0),
+                 200: (1, 200, 0)}
+        self.assertEqual(measure.tree_members(100, table), [100, 101, 103, 104])
+        self.assertEqual(measure.tree_members(999, table), [])
+
+    def test_per_request(self):
+        cpus0 = {"cpu0": (100, 1000), "cpu1": (0, 1000)}
+        cpus1 = {"cpu0": (600, 2000), "cpu1": (1000, 2000)}
+        r = measure.per_request((1_000_000, 10, 5), (21_000_000, 10 + measure.CLK_TCK // 50, 505),
+                                1000, 0.04, cpus0, cpus1)
+        self.assertAlmostEqual(r["cpu_us_per_req"], 20.0)
+        self.assertAlmostEqual(r["cpu_us_per_req_ticks"], 20.0)
+        self.assertAlmostEqual(r["runs_per_req"], 0.5)
+        self.assertAlmostEqual(r["server_cpu_util"], 0.5)
+        self.assertAlmostEqual(r["cpu0_busy"], 0.5)
+        self.assertAlmostEqual(r["cpu1_busy"], 1.0)
+        self.assertIsNone(measure.per_request((0, 0, 0), (5, 0, 0), 0, 1.0, {}, {})["cpu_us_per_req"])
+
+
+def load_entry(cpu, rps=1000.0):
+    run = {"rps": rps, "requests": 100, "cpu_us_per_req": cpu, "cpu_us_per_req_ticks": cpu,
+           "runs_per_req": 0.5, "p50_ms": 1.0, "p99_ms": 2.0, "errors": 0, "server_cpu_util": 0.9,
+           "cpu0_busy": 0.95, "cmd": "wrk ..."}
+    return {"runs": [run], "rss_kb_after": (4096, 5120)}
+
+
+class Figures(unittest.TestCase):
+    def test_median_ignores_missing_figures(self):
+        self.assertEqual(report.median([3, None, 1, 2]), 2)
+        self.assertEqual(report.median([1, 2, 3, 4]), 2.5)
+        self.assertIsNone(report.median([None]))
+
+    def test_fmt_and_ratio(self):
+        self.assertEqual(report.fmt(None, "8.2f"), "       -")
+        self.assertEqual(report.fmt(1.5, "8.2f"), "    1.50")
+        self.assertEqual(report.ratio(None, 6), "     -")
+        self.assertEqual(report.ratio(0.644, 6), " 0.64x")
+
+    def test_ratios_to_nginx_and_the_best_reference(self):
+        summ = {n: report.summarize_load(load_entry(c)) for n, c in
+                (("peregrine", 10.0), ("nginx", 20.0), ("h2o", 16.0))}
+        report.ratio_fields(summ, ["peregrine", "nginx", "h2o"])
+        self.assertAlmostEqual(summ["peregrine"]["cpu_vs_nginx"], 0.5)
+        self.assertAlmostEqual(summ["peregrine"]["cpu_vs_best_ref"], 10 / 16)
+        self.assertAlmostEqual(summ["nginx"]["cpu_vs_best_ref"], 20 / 16)
+        self.assertAlmostEqual(summ["nginx"]["rss_mb"], 4.0)
+
+    def test_compare_within_tolerance(self):
+        self.assertEqual(report.compare(10.0, 10.3, 3.0)[1], "ok")
+        self.assertEqual(report.compare(10.0, 9.0, 3.0)[1], "ok")
+        r, verdict = report.compare(10.0, 10.4, 3.0)
+        self.assertAlmostEqual(r, 1.04)
+        self.assertEqual(verdict, "SLOWER")
+        self.assertEqual(report.compare(None, 10.0, 3.0), (None, "-"))
+
+
+class Tables(unittest.TestCase):
+    ARGS = types.SimpleNamespace(runs=1, duration=2, warmup=2)
+
+    def scenario(self, order):
+        res = {"servers": {n: load_entry(c) for n, c in zip(order, (10.0, 20.0, 16.0))}, "loadavg": "0.1"}
+        for e in res["servers"].values():
+            e["summary"] = report.summarize_load(e)
+        report.ratio_fields({n: e["summary"] for n, e in res["servers"].items()}, order)
+        return res
+
+    def test_load_table_layout_is_unchanged(self):
+        # The layout docs/performance.md and bench/README.md quote, column for column.
+        order = ["peregrine", "nginx"]
+        sc = {"desc": "11-byte file", "length": 11}
+        lines = capture(report.print_load_table, "small", sc, self.scenario(order), order, self.ARGS)
+        self.assertEqual(lines[1], "== small: 11-byte file")
+        self.assertEqual(lines[3], "   server          req/s  CPU us/req   p99 ms  errors  RSS MB srv CPU% "
+                                   "CPU vs nginx vs best ref runs/req")
+        self.assertEqual(lines[4], "   peregrine        1000       10.00     2.00       0     4.0      90% "
+                                   "       0.50x       0.50x     0.50")
+
+    def test_labelled_builds_widen_the_name_column(self):
+        order = ["peregrine-old", "peregrine-new", "nginx"]
+        sc = {"desc": "11-byte file", "length": 11}
+        lines = capture(report.print_load_table, "small", sc, self.scenario(order), order, self.ARGS)
+        self.assertTrue(lines[3].startswith("   server             req/s"), lines[3])
+        self.assertTrue(lines[5].startswith("   peregrine-new       1000"), lines[5])
+
+    def test_across_rounds_medians_and_comparison(self):
+        order = ["peregrine-old", "peregrine-new", "nginx"]
+
+        def round_(old, new):
+            return {"small": {"servers": {"peregrine-old": {"summary": {"cpu_us_per_req": old}},
+                                          "peregrine-new": {"summary": {"cpu_us_per_req": new}},
+                                          "nginx": {"skipped": "not installed"}}},
+                    "idle10k": {"servers": {"peregrine-old": {"summary": {"kb_per_conn": 1.0}},
+                                            "peregrine-new": {"summary": {"kb_per_conn": 1.0}}}},
+                    "close": {"error": "server died"}}
+        summary = report.across_rounds([round_(10.0, 10.1), round_(11.0, 12.0), round_(10.5, 10.6)], order)
+        self.assertEqual(summary["small"]["peregrine-old"], {"metric": "cpu_us_per_req",
+                                                             "rounds": [10.0, 11.0, 10.5], "median": 10.5})
+        self.assertEqual(summary["small"]["peregrine-new"]["median"], 10.6)
+        self.assertNotIn("nginx", summary["small"])
+        self.assertEqual(summary["idle10k"]["peregrine-new"]["metric"], "kb_per_conn")
+        self.assertEqual(summary["close"], {})
+        lines = capture(report.print_across_rounds, summary, order, 3, order[:2], 3.0)
+        small = next(line for line in lines if line.startswith("   small"))
+        self.assertIn("10.50", small)
+        self.assertIn("10.60", small)
+        self.assertTrue(small.endswith("1.010x ok"), small)
+        self.assertIn("peregrine-new / peregrine-old", lines[2])
+
+
+class CommandLine(unittest.TestCase):
+    def test_defaults_keep_the_canonical_orders(self):
+        args = driver.parse_args(["--servers", "nginx,peregrine", "--scenarios", "hello,small,proxy_slow"])
+        self.assertEqual(args.servers, ["peregrine", "nginx"])
+        self.assertEqual(args.scenarios, ["small", "hello", "proxy_slow100", "proxy_slow500", "proxy_slow1000"])
+        self.assertEqual(args.rounds, 1)
+        self.assertIs(args._server_classes["peregrine"], servers.Peregrine)
+
+    def test_two_builds_take_peregrines_place(self):
+        args = driver.parse_args(["--servers", "peregrine,nginx", "--peregrine-binary", "old=/tmp/a",
+                                  "--peregrine-binary", "new=/tmp/b", "--rounds", "3"])
+        self.assertEqual(args.servers, ["peregrine-old", "peregrine-new", "nginx"])
+        old, new = args._server_classes["peregrine-old"], args._server_classes["peregrine-new"]
+        self.assertTrue(issubclass(old, servers.Peregrine))
+        self.assertEqual((old.name, old.binary_path(args)), ("peregrine-old", "/tmp/a"))
+        self.assertEqual(new.binary_path(args), "/tmp/b")
+        self.assertIsNot(old.fingerprints, new.fingerprints)
+        self.assertEqual(servers.Peregrine.binary_path(args), args.peregrine)
+
+    def test_bad_arguments(self):
+        for argv in (["--servers", "apache"], ["--scenarios", "nope"], ["--runs", "0"], ["--rounds", "0"],
+                     ["--servers", "nginx", "--peregrine-binary", "a=/x"], ["--peregrine-binary", "/x"],
+                     ["--peregrine-binary", "a=/x", "--peregrine-binary", "a=/y"]):
+            with self.subTest(argv=argv), contextlib.redirect_stderr(io.StringIO()):
+                with self.assertRaises(SystemExit):
+                    driver.parse_args(argv)
+
+
+if __name__ == "__main__":
+    harness.main()
