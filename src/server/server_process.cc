@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -107,24 +108,17 @@ int open_unix(const config::ListenAddress& address, std::string* error) {
   if (!address.owner.empty() || !address.group.empty()) {
     uid_t uid = static_cast<uid_t>(-1);
     gid_t gid = static_cast<gid_t>(-1);
-    if (!address.owner.empty()) {
-      passwd* pw = getpwnam(address.owner.c_str());
-      if (!pw) {
-        *error = address.text + ": unknown owner " + address.owner;
-        ::close(fd);
-        return -1;
-      }
-      uid = pw->pw_uid;
+    passwd* pw = address.owner.empty() ? nullptr : getpwnam(address.owner.c_str());
+    group* gr = address.group.empty() ? nullptr : getgrnam(address.group.c_str());
+    if ((!address.owner.empty() && !pw) || (!address.group.empty() && !gr)) {
+      *error =
+          address.text + ": unknown " +
+          (!address.owner.empty() && !pw ? "owner " + address.owner : "group " + address.group);
+      ::close(fd);
+      return -1;
     }
-    if (!address.group.empty()) {
-      group* gr = getgrnam(address.group.c_str());
-      if (!gr) {
-        *error = address.text + ": unknown group " + address.group;
-        ::close(fd);
-        return -1;
-      }
-      gid = gr->gr_gid;
-    }
+    if (pw) uid = pw->pw_uid;
+    if (gr) gid = gr->gr_gid;
     if (chown(path, uid, gid) != 0) return fail("chown");
   }
   if (listen(fd, address.backlog) != 0) return fail("listen");
@@ -269,6 +263,161 @@ uint64_t monotonic_usec() {
   timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
   return static_cast<uint64_t>(now.tv_sec) * 1000000 + static_cast<uint64_t>(now.tv_nsec) / 1000;
+}
+
+// A binary upgrade must not fork this process: the child would hold a reference to every
+// client and upstream socket until its exec, and a socket closed meanwhile stays in its worker's
+// epoll set (epoll forgets a socket only when its last reference goes), so an event could reach
+// a freed connection. The spawner is forked at start, before any thread or connection exists,
+// keeps nothing but its end of a socket pair, and on request forks and execs the new binary with
+// the listening sockets it is sent (SCM_RIGHTS) -- as nginx's master process does.
+constexpr size_t kMaxPassedFds = 253;  // SCM_MAX_FD
+
+// Strings travel NUL-terminated, a list as its count then its items.
+void put_list(std::string& out, const std::vector<std::string>& items) {
+  out += std::to_string(items.size());
+  out += '\0';
+  for (const std::string& item : items) {
+    out += item;
+    out += '\0';
+  }
+}
+
+bool take_list(std::string_view& in, std::vector<std::string>* items) {
+  auto take = [&in](std::string* out) {
+    size_t end = in.find('\0');
+    if (end == std::string_view::npos) return false;
+    *out = std::string(in.substr(0, end));
+    in.remove_prefix(end + 1);
+    return true;
+  };
+  std::string count;
+  if (!take(&count)) return false;
+  items->resize(std::strtoul(count.c_str(), nullptr, 10));
+  for (std::string& item : *items)
+    if (!take(&item)) return false;
+  return true;
+}
+
+[[noreturn]] void spawner_main(int sock) {
+  // Signals stay blocked (inherited): a stop of the server reaches the spawner as end-of-file.
+  if (sock != 3) {
+    dup2(sock, 3);
+    sock = 3;
+  }
+  close_range(4, ~0U, 0);
+  fcntl(sock, F_SETFD, FD_CLOEXEC);
+  std::vector<char> buffer(1 << 20);
+  for (;;) {
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
+    iovec iov{buffer.data(), buffer.size()};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) _exit(0);
+    std::vector<int> fds;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      const int* data = reinterpret_cast<const int*>(CMSG_DATA(c));
+      fds.insert(fds.end(), data, data + count);
+    }
+    std::string_view in(buffer.data(), static_cast<size_t>(n));
+    std::vector<std::string> exe, argv, env, texts;
+    pid_t pid = -1;
+    if (take_list(in, &exe) && exe.size() == 1 && take_list(in, &argv) && take_list(in, &env) &&
+        take_list(in, &texts) && texts.size() + 1 == fds.size()) {
+      std::string listen;
+      for (size_t i = 0; i < texts.size(); ++i)
+        listen += std::to_string(fds[i]) + " " + texts[i] + "\n";
+      env.push_back(std::string(kListenFdsEnv) + "=" + listen);
+      env.push_back(std::string(kReadyFdEnv) + "=" + std::to_string(fds.back()));
+      std::vector<char*> envp, args;
+      for (std::string& e : env) envp.push_back(e.data());
+      envp.push_back(nullptr);
+      for (std::string& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      // Forked twice, so that the new server is nobody's child here and needs no reaping.
+      pid_t middle = fork();
+      if (middle == 0) {
+        pid_t server = fork();
+        if (server == 0) {
+          for (int fd : fds) fcntl(fd, F_SETFD, 0);
+          sigset_t none;
+          sigemptyset(&none);
+          sigprocmask(SIG_SETMASK, &none, nullptr);
+          signal(SIGPIPE, SIG_DFL);
+          execve(exe[0].c_str(), args.data(), envp.data());
+          _exit(127);
+        }
+        ssize_t ignored = ::send(sock, &server, sizeof server, MSG_NOSIGNAL);
+        (void)ignored;
+        _exit(0);
+      }
+      if (middle > 0) {
+        waitpid(middle, nullptr, 0);
+        pid = 0;  // the middle process sent the pid
+      }
+    }
+    for (int fd : fds) ::close(fd);
+    if (pid < 0) ::send(sock, &pid, sizeof pid, MSG_NOSIGNAL);
+  }
+}
+
+// Returns this process's end of the socket pair, or -1 (upgrades then are not possible).
+int start_spawner(pid_t* spawner_pid) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    LOG_WARN("binary upgrade unavailable: socketpair: %s", std::strerror(errno));
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    ::close(pair[0]);
+    spawner_main(pair[1]);
+  }
+  ::close(pair[1]);
+  if (pid < 0) {
+    LOG_WARN("binary upgrade unavailable: fork: %s", std::strerror(errno));
+    ::close(pair[0]);
+    return -1;
+  }
+  *spawner_pid = pid;
+  return pair[0];
+}
+
+// Asks the spawner to start `exe`; returns the new process's pid, or -1.
+pid_t spawn(int spawner, const std::string& exe, const std::vector<std::string>& argv,
+            const std::vector<std::string>& env, const std::vector<std::string>& texts,
+            const std::vector<int>& fds) {
+  std::string message;
+  put_list(message, {exe});
+  put_list(message, argv);
+  put_list(message, env);
+  put_list(message, texts);
+  std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
+  iovec iov{message.data(), message.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control.data();
+  msg.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+  std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  if (sendmsg(spawner, &msg, MSG_NOSIGNAL) < 0) return -1;
+  pid_t pid = -1;
+  // The spawner answers at once (fork and exec take no notice of the configuration); a bound
+  // wait keeps a wedged spawner from stopping the signal loop.
+  pollfd p{spawner, POLLIN, 0};
+  if (poll(&p, 1, 5000) != 1 || ::recv(spawner, &pid, sizeof pid, 0) != sizeof pid) return -1;
+  return pid;
 }
 
 }  // namespace
@@ -486,8 +635,13 @@ void ServerProcess::start_upgrade() {
     LOG_WARN("SIGUSR2 ignored: this process is stopping");
     return;
   }
-  if (exe_.empty() || argv_.empty()) {
-    LOG_ERROR("upgrade: cannot tell which binary this process was started from");
+  if (spawner_ < 0 || exe_.empty() || argv_.empty()) {
+    LOG_ERROR("upgrade: not possible in this process (no spawner or unknown binary)");
+    return;
+  }
+  if (sockets_.size() + 1 > kMaxPassedFds) {
+    LOG_ERROR("upgrade: %zu listening sockets are more than one message can pass (%zu)",
+              sockets_.size(), kMaxPassedFds - 1);
     return;
   }
   int ready[2];
@@ -495,45 +649,25 @@ void ServerProcess::start_upgrade() {
     LOG_ERROR("upgrade: pipe: %s", std::strerror(errno));
     return;
   }
-  // Everything the child needs is built before fork(): between fork and exec a multithreaded
-  // process may only make async-signal-safe calls.
-  std::string fds;
-  for (const Socket& s : sockets_) fds += std::to_string(s.fd) + " " + s.text + "\n";
-  std::vector<std::string> env_strings;
+  std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string_view entry(*e);
     if (entry.starts_with(std::string(kListenFdsEnv) + "=") ||
         entry.starts_with(std::string(kReadyFdEnv) + "="))
       continue;
-    env_strings.emplace_back(entry);
+    env.emplace_back(entry);
   }
-  env_strings.push_back(std::string(kListenFdsEnv) + "=" + fds);
-  env_strings.push_back(std::string(kReadyFdEnv) + "=" + std::to_string(ready[1]));
-  std::vector<char*> envp, argv;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  for (std::string& s : argv_) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  std::vector<int> inherit;
-  for (const Socket& s : sockets_) inherit.push_back(s.fd);
-  inherit.push_back(ready[1]);
-
-  pid_t pid = fork();
-  if (pid == 0) {
-    // The listening sockets and the write end of the pipe survive exec; nothing else does.
-    for (int fd : inherit) fcntl(fd, F_SETFD, 0);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigaction(SIGPIPE, &dfl, nullptr);
-    execve(exe_.c_str(), argv.data(), envp.data());
-    _exit(127);
+  std::vector<std::string> texts;
+  std::vector<int> fds;
+  for (const Socket& s : sockets_) {
+    texts.push_back(s.text);
+    fds.push_back(s.fd);
   }
+  fds.push_back(ready[1]);
+  pid_t pid = spawn(spawner_, exe_, argv_, env, texts, fds);
   ::close(ready[1]);
-  if (pid < 0) {
-    LOG_ERROR("upgrade: fork: %s", std::strerror(errno));
+  if (pid <= 0) {
+    LOG_ERROR("upgrade: the spawner could not start %s", exe_.c_str());
     ::close(ready[0]);
     return;
   }
@@ -554,44 +688,26 @@ void ServerProcess::check_upgrade() {
              getpid());
     sd_notifyf(0, "MAINPID=%d\nSTATUS=upgraded", static_cast<int>(upgrade_pid_));
     handed_over_ = true;
-    ::close(upgrade_pipe_);
-    upgrade_pipe_ = -1;
-    upgrade_pid_ = -1;  // no longer ours to wait for: it outlives this process
-    stop(true);
-    return;
-  }
-  const bool timed_out = std::chrono::steady_clock::now() >= upgrade_deadline_;
-  if (n < 0 && errno == EAGAIN && !timed_out) return;
-  // EOF before the report: the new binary exited (or closed the pipe); or it stayed silent.
-  int status = 0;
-  pid_t reaped = waitpid(upgrade_pid_, &status, WNOHANG);
-  if (reaped == 0 && !timed_out) {
-    // The pipe closed but the process lives: give it until the deadline to exit or report.
-    return;
-  }
-  if (reaped == 0) {
+  } else if (n < 0 && errno == EAGAIN) {
+    if (std::chrono::steady_clock::now() < upgrade_deadline_) return;
     kill(upgrade_pid_, SIGKILL);
-    waitpid(upgrade_pid_, &status, 0);
     LOG_ERROR(
         "upgrade failed: process %d did not report ready within %lld s; killed it, this "
         "process keeps serving",
         upgrade_pid_, static_cast<long long>(kUpgradeTimeout.count()));
-  } else if (WIFEXITED(status)) {
-    LOG_ERROR(
-        "upgrade failed: process %d exited with status %d before serving; this process "
-        "keeps serving",
-        upgrade_pid_, WEXITSTATUS(status));
   } else {
-    LOG_ERROR(
-        "upgrade failed: process %d was killed by signal %d before serving; this "
-        "process keeps serving",
-        upgrade_pid_, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    // Only the new process held the pipe's write end: it exited (or exec failed).
+    LOG_ERROR("upgrade failed: process %d exited before serving; this process keeps serving",
+              upgrade_pid_);
   }
   ::close(upgrade_pipe_);
   upgrade_pipe_ = -1;
   upgrade_pid_ = -1;
-  // The failed process may have rewritten the pid file before it died.
-  write_pid_file();
+  if (handed_over_) {
+    stop(true);
+  } else {
+    write_pid_file();  // the failed process may have rewritten it before it died
+  }
 }
 
 int ServerProcess::run() {
@@ -614,6 +730,8 @@ int ServerProcess::run() {
     return 1;
   }
 
+  // Forked while this process is still single-threaded and has no client connection open.
+  if (handle_signals_) spawner_ = start_spawner(&spawner_pid_);
   int status = 0;
   log::start_writer();
   {
@@ -663,7 +781,6 @@ int ServerProcess::run() {
           if (upgrade_pid_ > 0) {
             // Stopping while a new binary starts: it would serve alone, unasked for.
             kill(upgrade_pid_, SIGKILL);
-            waitpid(upgrade_pid_, nullptr, 0);
             upgrade_pid_ = -1;
           }
           break;
@@ -717,6 +834,10 @@ int ServerProcess::run() {
   LOG_INFO("stopped");
   log::stop_writer();
   if (ready_fd_ >= 0) ::close(ready_fd_);
+  if (spawner_ >= 0) {
+    ::close(spawner_);  // the spawner exits when it reads end-of-file
+    waitpid(spawner_pid_, nullptr, 0);
+  }
   return status;
 }
 

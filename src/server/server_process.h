@@ -2,13 +2,13 @@
 // starts one worker thread per core, then waits for signals: stop (TERM/INT), graceful stop
 // (QUIT), reload (HUP), reopen logs (USR1) and binary upgrade (USR2).
 //
-// Binary upgrade: on SIGUSR2 the process starts its own executable again (the path it was
-// started from) with the same arguments, handing it every listening socket through
-// PEREGRINE_LISTEN_FDS, and a pipe through PEREGRINE_READY_FD on which the new process reports
-// that its workers are serving. Only then does the old process drain like on SIGQUIT; if the new
-// one exits or stays silent for kUpgradeTimeout, the old one kills it and keeps serving. The
-// sockets themselves are handed over, not bound again, so no connection waiting in an accept
-// queue is lost.
+// Binary upgrade: on SIGUSR2 the process has a helper forked at start (the spawner) start its
+// own executable again (the path it was started from) with the same arguments, handing it every
+// listening socket through PEREGRINE_LISTEN_FDS, and a pipe through PEREGRINE_READY_FD on which the
+// new process reports that its workers are serving. Only then does the old process drain like on
+// SIGQUIT; if the new one exits or stays silent for kUpgradeTimeout, the old one kills it and keeps
+// serving. The sockets themselves are handed over, not bound again, so no connection waiting in an
+// accept queue is lost.
 #pragma once
 
 #include <sys/types.h>
@@ -67,8 +67,10 @@ class ServerProcess {
   std::vector<Socket> sockets_;          // every worker's listeners, for a binary upgrade
   std::vector<std::string> unix_paths_;  // socket files to remove at exit
   int ready_fd_ = -1;                    // PEREGRINE_READY_FD when started by an upgrade
-  pid_t upgrade_pid_ = -1;               // the new binary while it starts
-  int upgrade_pipe_ = -1;                // its ready report arrives here
+  int spawner_ = -1;                     // starts the new binary (see start_spawner)
+  pid_t spawner_pid_ = -1;
+  pid_t upgrade_pid_ = -1;  // the new binary while it starts
+  int upgrade_pipe_ = -1;   // its ready report arrives here
   std::chrono::steady_clock::time_point upgrade_deadline_;
   bool handed_over_ = false;  // a new binary took over: keep the pid and socket files
 };
