@@ -299,7 +299,10 @@ bool take_list(std::string_view& in, std::vector<std::string>* items) {
   return true;
 }
 
-[[noreturn]] void spawner_main(int sock) {
+// `exe` and `argv` are fixed here, and the environment is the one the server started with: the
+// spawner keeps the privileges the server had at start (root, say, to bind a new port below
+// 1024), so a request can choose the listening sockets but never what runs.
+[[noreturn]] void spawner_main(int sock, const std::string& exe, std::vector<std::string> argv) {
   // Signals stay blocked (inherited): a stop of the server reaches the spawner as end-of-file.
   if (sock != 3) {
     dup2(sock, 3);
@@ -327,10 +330,10 @@ bool take_list(std::string_view& in, std::vector<std::string>* items) {
       fds.insert(fds.end(), data, data + count);
     }
     std::string_view in(buffer.data(), static_cast<size_t>(n));
-    std::vector<std::string> exe, argv, env, texts;
+    std::vector<std::string> env, texts;
+    for (char** e = environ; *e; ++e) env.emplace_back(*e);
     pid_t pid = -1;
-    if (take_list(in, &exe) && exe.size() == 1 && take_list(in, &argv) && take_list(in, &env) &&
-        take_list(in, &texts) && texts.size() + 1 == fds.size()) {
+    if (take_list(in, &texts) && texts.size() + 1 == fds.size()) {
       std::string listen;
       for (size_t i = 0; i < texts.size(); ++i)
         listen += std::to_string(fds[i]) + " " + texts[i] + "\n";
@@ -351,7 +354,7 @@ bool take_list(std::string_view& in, std::vector<std::string>* items) {
           sigemptyset(&none);
           sigprocmask(SIG_SETMASK, &none, nullptr);
           signal(SIGPIPE, SIG_DFL);
-          execve(exe[0].c_str(), args.data(), envp.data());
+          execve(exe.c_str(), args.data(), envp.data());
           _exit(127);
         }
         ssize_t ignored = ::send(sock, &server, sizeof server, MSG_NOSIGNAL);
@@ -369,7 +372,8 @@ bool take_list(std::string_view& in, std::vector<std::string>* items) {
 }
 
 // Returns this process's end of the socket pair, or -1 (upgrades then are not possible).
-int start_spawner(pid_t* spawner_pid) {
+int start_spawner(const std::string& exe, const std::vector<std::string>& argv,
+                  pid_t* spawner_pid) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
     LOG_WARN("binary upgrade unavailable: socketpair: %s", std::strerror(errno));
@@ -378,7 +382,10 @@ int start_spawner(pid_t* spawner_pid) {
   pid_t pid = fork();
   if (pid == 0) {
     ::close(pair[0]);
-    spawner_main(pair[1]);
+    // The variables that describe this process's own sockets must not reach the next one.
+    unsetenv(kListenFdsEnv);
+    unsetenv(kReadyFdEnv);
+    spawner_main(pair[1], exe, argv);
   }
   ::close(pair[1]);
   if (pid < 0) {
@@ -391,13 +398,8 @@ int start_spawner(pid_t* spawner_pid) {
 }
 
 // Asks the spawner to start `exe`; returns the new process's pid, or -1.
-pid_t spawn(int spawner, const std::string& exe, const std::vector<std::string>& argv,
-            const std::vector<std::string>& env, const std::vector<std::string>& texts,
-            const std::vector<int>& fds) {
+pid_t spawn(int spawner, const std::vector<std::string>& texts, const std::vector<int>& fds) {
   std::string message;
-  put_list(message, {exe});
-  put_list(message, argv);
-  put_list(message, env);
   put_list(message, texts);
   std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()));
   iovec iov{message.data(), message.size()};
@@ -635,8 +637,8 @@ void ServerProcess::start_upgrade() {
     LOG_WARN("SIGUSR2 ignored: this process is stopping");
     return;
   }
-  if (spawner_ < 0 || exe_.empty() || argv_.empty()) {
-    LOG_ERROR("upgrade: not possible in this process (no spawner or unknown binary)");
+  if (spawner_ < 0) {
+    LOG_ERROR("upgrade: not possible in this process (no spawner)");
     return;
   }
   if (sockets_.size() + 1 > kMaxPassedFds) {
@@ -649,14 +651,6 @@ void ServerProcess::start_upgrade() {
     LOG_ERROR("upgrade: pipe: %s", std::strerror(errno));
     return;
   }
-  std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) {
-    std::string_view entry(*e);
-    if (entry.starts_with(std::string(kListenFdsEnv) + "=") ||
-        entry.starts_with(std::string(kReadyFdEnv) + "="))
-      continue;
-    env.emplace_back(entry);
-  }
   std::vector<std::string> texts;
   std::vector<int> fds;
   for (const Socket& s : sockets_) {
@@ -664,7 +658,7 @@ void ServerProcess::start_upgrade() {
     fds.push_back(s.fd);
   }
   fds.push_back(ready[1]);
-  pid_t pid = spawn(spawner_, exe_, argv_, env, texts, fds);
+  pid_t pid = spawn(spawner_, texts, fds);
   ::close(ready[1]);
   if (pid <= 0) {
     LOG_ERROR("upgrade: the spawner could not start %s", exe_.c_str());
@@ -731,7 +725,8 @@ int ServerProcess::run() {
   }
 
   // Forked while this process is still single-threaded and has no client connection open.
-  if (handle_signals_) spawner_ = start_spawner(&spawner_pid_);
+  if (handle_signals_ && !exe_.empty() && !argv_.empty())
+    spawner_ = start_spawner(exe_, argv_, &spawner_pid_);
   int status = 0;
   log::start_writer();
   {

@@ -59,14 +59,19 @@ class UnixSocketTest(ServerTestCase):
             'listen = ["127.0.0.1:0"]', f'listen = ["127.0.0.1:0", {entry}]')
         return self.start_config(text)
 
+    def start_unix_and_wait(self, entry, path):
+        srv = self.start_unix(entry)
+        # The harness returns at the TCP line; the unix socket is bound just after it.
+        self.wait_for(lambda: f"listening on unix:{path}" in srv.stderr(), msg="the unix line")
+        return srv
+
     def curl(self, path, url="http://localhost/hello.txt"):
         return subprocess.run(["curl", "-sS", "--unix-socket", path, url], capture_output=True,
                               timeout=10)
 
     def test_serves_with_mode_and_removes_the_file_at_stop(self):
         path = os.path.join(self.tmp, "p.sock")
-        srv = self.start_unix(f'{{ address = {q("unix:" + path)}, mode = "0660" }}')
-        self.assertIn(f"listening on unix:{path}", srv.stderr())
+        srv = self.start_unix_and_wait(f'{{ address = {q("unix:" + path)}, mode = "0660" }}', path)
         st = os.stat(path)
         self.assertTrue(stat.S_ISSOCK(st.st_mode))
         self.assertEqual(stat.S_IMODE(st.st_mode), 0o660)
@@ -82,8 +87,8 @@ class UnixSocketTest(ServerTestCase):
         s = socket.socket(socket.AF_UNIX)
         s.bind(path)
         s.close()  # the file stays, nobody listens: what a crash leaves
-        srv = self.start_unix(q("unix:" + path))
-        self.assertIn("removing stale socket file", srv.stderr())
+        srv = self.start_unix_and_wait(q("unix:" + path), path)
+        self.wait_for(lambda: "removing stale socket file" in srv.stderr(), msg="the removal")
         self.assertEqual(self.curl(path).stdout, b"hello\n")
 
     def test_live_socket_is_refused(self):
