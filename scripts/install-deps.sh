@@ -4,7 +4,7 @@
 set -euo pipefail
 
 build_packages=(g++ cmake ninja-build pkg-config libtomlplusplus-dev libpcre2-dev liburing-dev libssl-dev
-                libgtest-dev)
+                libgtest-dev libsystemd-dev)
 test_packages=(clang clang-format libclang-rt-14-dev python3 curl apache2-utils wrk nginx-light php8.2-fpm python3-websockets)
 bench_packages=(h2o lighttpd lighttpd-modules-lua libnginx-mod-http-echo)
 

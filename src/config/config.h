@@ -27,10 +27,15 @@ struct SourcePos {
 };
 
 struct ListenAddress {
-  std::string text;  // as written: "127.0.0.1:8080", "[::1]:8080", "*:80"
+  std::string text;  // as written: "127.0.0.1:8080", "[::1]:8080", "*:80", "unix:/run/p.sock"
   sockaddr_storage addr{};
   socklen_t addr_len = 0;
   int backlog = 4096;
+  // Unix sockets ("unix:/path") only: the file's permissions (-1: as the umask leaves them) and
+  // owner/group names ("": unchanged).
+  int mode = -1;
+  std::string owner;
+  std::string group;
   SourcePos pos;
 };
 

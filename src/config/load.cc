@@ -51,7 +51,7 @@ const std::vector<std::string_view> kLimitKeys = {
     "header_timeout",   "keepalive_timeout", "body_timeout",
     "send_timeout",     "shutdown_timeout",  "max_connections",
     "max_header_bytes", "max_body_bytes",    "max_requests_per_connection"};
-const std::vector<std::string_view> kListenKeys = {"address", "backlog"};
+const std::vector<std::string_view> kListenKeys = {"address", "backlog", "mode", "owner", "group"};
 const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "default",
                                                  "root",
@@ -526,6 +526,35 @@ class Loader {
                       "e.g. { address = \"*:80\", backlog = 4096 }");
         return;
       }
+      // Who may connect to a unix socket is up to its file's permissions.
+      const toml::node* unix_only = nullptr;
+      if (const toml::node* mode = table->get("mode")) {
+        unix_only = mode;
+        std::string text;
+        if (reader_.read_string(*mode, "listen.mode", &text)) {
+          bool octal = !text.empty() && text.size() <= 4 &&
+                       text.find_first_not_of("01234567") == std::string::npos;
+          if (octal) {
+            address.mode = static_cast<int>(std::stoul(text, nullptr, 8));
+          } else {
+            reader_.error(mode->source(), "listen.mode '" + text + "' is not an octal file mode",
+                          "e.g. mode = \"0660\" (owner and group may connect)");
+          }
+        }
+      }
+      for (const char* key : {"owner", "group"}) {
+        if (const toml::node* name = table->get(key)) {
+          unix_only = name;
+          reader_.read_string(*name, "listen."s + key,
+                              key[0] == 'o' ? &address.owner : &address.group);
+        }
+      }
+      std::string_view text = text_node->value_or(std::string_view());
+      if (unix_only && !text.starts_with("unix:")) {
+        reader_.error(unix_only->source(),
+                      "mode, owner and group apply only to unix: listen addresses",
+                      "e.g. { address = \"unix:/run/peregrine.sock\", mode = \"0660\" }");
+      }
     } else if (!node.is_string()) {
       reader_.type_error(node, "listen[]", "a string or a table");
       return;
@@ -538,7 +567,8 @@ class Loader {
       return;
     }
     address.pos = reader_.pos_of(text_node->source());
-    if (endpoint_port(address.addr) != 0) {  // two ":0" are two different ephemeral ports
+    // Two ":0" are two different ephemeral ports; two unix sockets at one path are one.
+    if (endpoint_port(address.addr) != 0 || address.addr.ss_family == AF_UNIX) {
       for (const ListenAddress& other : config_.listen) {
         if (same_endpoint(other.addr, address.addr)) {
           reader_.error(text_node->source(), "duplicate listen address '" + text + "'",

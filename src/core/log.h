@@ -1,8 +1,18 @@
-// The error log: leveled lines to stderr or a file, safe to call from any thread. Writes are
-// rare (errors, state changes), so each line is one write(2) with O_APPEND and no buffering.
+// The error log: leveled lines to stderr or a file, safe to call from any thread.
+//
+// While a server runs (start_writer() .. stop_writer()), write() only formats the line and copies
+// it into a bounded in-memory ring; one writer thread does the write(2). A log file on a slow
+// disk, or a stderr pipe nobody drains, therefore never stalls a worker: when the ring is full the
+// line is dropped and counted, and the count is logged once the writer catches up. Outside that
+// window (start-up, shutdown, tools) each line is written directly.
+//
+// The log's descriptor number never changes once opened: open() and reopen() dup2 the new file
+// onto it, so a writer holding the number can never write into a socket that accept4 handed the
+// same number in the meantime.
 #pragma once
 
 #include <cstdarg>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -21,6 +31,14 @@ bool open(const std::string& target, std::string* error);
 void reopen();
 void set_level(LogLevel level);
 bool enabled(LogLevel level);
+
+// Starts the writer thread (idempotent). Lines written after this never block the caller.
+void start_writer();
+// Writes what is queued (waiting at most `timeout_ms` for a blocked target) and stops the
+// thread; later lines are written directly again. Reports lines dropped meanwhile.
+void stop_writer(int timeout_ms = 2000);
+// Lines dropped because the ring was full, since start.
+uint64_t dropped_lines();
 
 void write(LogLevel level, const char* format, ...) __attribute__((format(printf, 2, 3)));
 

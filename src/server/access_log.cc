@@ -123,8 +123,10 @@ void AccessLogWriter::run() {
           LOG_ERROR("cannot reopen access log %s: %s", sink.path.c_str(), std::strerror(errno));
           continue;
         }
-        ::close(sink.fd);
-        sink.fd = fd;
+        // Keep the number: only this thread writes to it, but a number that never changes
+        // cannot be confused with a client socket accept4 was given meanwhile.
+        ::dup2(fd, sink.fd);
+        ::close(fd);
       }
     }
     while (!queue_.empty()) {

@@ -1,8 +1,20 @@
-// The process around the workers: binds the listening sockets, drops privileges, starts one
-// worker thread per core, then waits for signals (stop, graceful stop, reload, reopen logs).
+// The process around the workers: binds (or inherits) the listening sockets, drops privileges,
+// starts one worker thread per core, then waits for signals: stop (TERM/INT), graceful stop
+// (QUIT), reload (HUP), reopen logs (USR1) and binary upgrade (USR2).
+//
+// Binary upgrade: on SIGUSR2 the process has a helper forked at start (the spawner) start its
+// own executable again (the path it was started from) with the same arguments, handing it every
+// listening socket through PEREGRINE_LISTEN_FDS, and a pipe through PEREGRINE_READY_FD on which the
+// new process reports that its workers are serving. Only then does the old process drain like on
+// SIGQUIT; if the new one exits or stays silent for kUpgradeTimeout, the old one kills it and keeps
+// serving. The sockets themselves are handed over, not bound again, so no connection waiting in an
+// accept queue is lost.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,10 +37,21 @@ class ServerProcess {
   // Thread-safe; may be called before run() has started serving.
   void stop(bool graceful);
 
+  static constexpr std::chrono::seconds kUpgradeTimeout{30};
+
  private:
+  // A listening socket as handed to a worker, with the configured address it serves.
+  struct Socket {
+    int fd;
+    std::string text;
+  };
   bool bind_listeners(std::vector<std::vector<int>>& per_worker, std::string* error);
   bool drop_privileges(std::string* error);
   void reload();
+  void write_pid_file();
+  void remove_pid_file();
+  void start_upgrade();
+  void check_upgrade();
 
   std::shared_ptr<const config::Config> config_;
   HandlerRegistry registry_;
@@ -36,6 +59,20 @@ class ServerProcess {
   bool handle_signals_;
   std::atomic<int> stop_request_{0};  // 1 graceful, 2 now
   bool to_workers_ = false;           // a reloaded snapshot waits to be posted
+
+  // Read at start: after a package upgrade /proc/self/exe names "... (deleted)", while the path
+  // it had then names the new binary.
+  std::string exe_;
+  std::vector<std::string> argv_;
+  std::vector<Socket> sockets_;          // every worker's listeners, for a binary upgrade
+  std::vector<std::string> unix_paths_;  // socket files to remove at exit
+  int ready_fd_ = -1;                    // PEREGRINE_READY_FD when started by an upgrade
+  int spawner_ = -1;                     // starts the new binary (see start_spawner)
+  pid_t spawner_pid_ = -1;
+  pid_t upgrade_pid_ = -1;  // the new binary while it starts
+  int upgrade_pipe_ = -1;   // its ready report arrives here
+  std::chrono::steady_clock::time_point upgrade_deadline_;
+  bool handed_over_ = false;  // a new binary took over: keep the pid and socket files
 };
 
 int worker_count(const config::Config& config);

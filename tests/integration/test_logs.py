@@ -2,14 +2,20 @@
 several workers; SIGUSR1 reopens log files; error_log to a file."""
 
 import datetime
+import glob
+import http.client
 import json
 import os
 import re
+import select
 import signal
+import socket
+import subprocess
 import threading
 import time
 
-from harness import RawClient, ServerTestCase, main, make_config, q
+from harness import (PEREGRINE_BIN, STATIC_FALLBACK, RawClient, ServerTestCase, main,
+                     make_config, q)
 
 COMBINED = re.compile(
     r'^(?P<ip>\S+) - (?P<user>\S+) \[(?P<time>[^\]]+)\] "(?P<request>[^"]*)" (?P<status>\d{3}) '
@@ -240,6 +246,150 @@ class ErrorLogTest(ServerTestCase):
         self.wait_for(lambda: os.path.exists(err_path), timeout=3,
                       msg="the error log to be re-created at its path after SIGUSR1")
         self.assertEqual(self.get(srv.port, "/hello.txt")[0], 200)
+
+
+# A route whose every request logs an error line: a back end nobody listens on, never marked
+# down (max_fails = 0), so each request tries it and fails.
+DEAD_UPSTREAM = """
+[[upstream]]
+name = "dead"
+servers = ["127.0.0.1:1"]
+max_fails = 0
+tries = 1
+"""
+DEAD_ROUTE = '[[site.route]]\nprefix = "/dead"\nproxy = "http://dead"\n' + STATIC_FALLBACK
+DEAD_LINE = "proxy: upstream 127.0.0.1:1"
+
+
+class ErrorLogUnderLoadTest(ServerTestCase):
+    def client_loop(self, port, stop, counts, errors, keepalive):
+        """Requests /dead (502, one error line each) and /hello.txt (200) until `stop`. Every
+        response must be exactly what was asked for: a log line that reached a client socket
+        would show up as garbage in the stream."""
+        conn = None
+        i = 0
+        while not stop.is_set():
+            path = "/dead" if i % 2 == 0 else "/hello.txt"
+            i += 1
+            if conn is None:
+                conn = RawClient(port, timeout=10)
+            try:
+                r = conn.request("GET", path, headers={} if keepalive else {"Connection": "close"})
+            except Exception as e:  # noqa: BLE001 - any failure is reported
+                errors.append(f"{path}: {e!r}")
+                conn.close()
+                conn = None
+                continue
+            want = (502, None) if path == "/dead" else (200, b"hello\n")
+            if r.status != want[0] or (want[1] is not None and r.body != want[1]):
+                errors.append(f"{path}: unexpected {r!r}")
+            counts[path] = counts.get(path, 0) + 1
+            if not keepalive or "close" in r.connection_tokens():
+                conn.close()
+                conn = None
+        if conn:
+            conn.close()
+
+    def test_reopen_while_workers_log(self):
+        """logrotate's way, ten times under load: rename both logs, SIGUSR1. No log line may
+        reach a client (the old code closed a descriptor number a worker could still write to,
+        and accept4 could hand that number to a client), and every line lands in some file."""
+        root = self.make_root(FILES)
+        err_path = os.path.join(self.tmp, "error.log")
+        acc_path = os.path.join(self.tmp, "access.log")
+        text = make_config(root, top=f"error_log = {q(err_path)}\n{DEAD_UPSTREAM}", workers=2,
+                           access_log=acc_path, routes=DEAD_ROUTE)
+        srv = self.start_config(text, log_path=err_path)
+        stop = threading.Event()
+        errors = []
+        counts = [dict() for _ in range(4)]
+        threads = [threading.Thread(target=self.client_loop,
+                                    args=(srv.port, stop, counts[i], errors, i % 2 == 0))
+                   for i in range(4)]
+        for t in threads:
+            t.start()
+        try:
+            for n in range(10):
+                time.sleep(0.3)
+                os.rename(err_path, f"{err_path}.{n}")
+                os.rename(acc_path, f"{acc_path}.{n}")
+                srv.signal(signal.SIGUSR1)
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+        self.assertEqual(errors[:5], [])
+        dead = sum(c.get("/dead", 0) for c in counts)
+        total = dead + sum(c.get("/hello.txt", 0) for c in counts)
+        self.assertGreater(dead, 50, "too little load to test anything")
+        self.stop_ok(srv)  # flushes the access log
+        err_lines = [line for p in glob.glob(err_path + "*") for line in read_lines(p)]
+        acc_lines = [line for p in glob.glob(acc_path + "*") for line in read_lines(p)]
+        self.assertEqual(sum(DEAD_LINE in line for line in err_lines), dead)
+        self.assertEqual(len(acc_lines), total)
+        # The files created by the last SIGUSR1 were written to.
+        self.assertTrue(any(DEAD_LINE in line for line in read_lines(err_path)))
+        self.assertTrue(read_lines(acc_path))
+
+    def test_blocked_error_log_does_not_stop_serving(self):
+        """stderr is a pipe nobody reads: the error lines of 3000 failing requests fill it and
+        the server's queue. Serving goes on; the lines dropped are counted and reported once
+        the reader is back."""
+        root = self.make_root(FILES)
+        config = self.write_config(make_config(root, top=DEAD_UPSTREAM, workers=2,
+                                               routes=DEAD_ROUTE))
+        proc = subprocess.Popen([PEREGRINE_BIN, "-c", config], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            head = b""
+            deadline = time.monotonic() + 10
+            while b"peregrine started" not in head and time.monotonic() < deadline:
+                if select.select([proc.stderr], [], [], 0.5)[0]:
+                    head += os.read(proc.stderr.fileno(), 65536)
+            port = int(re.search(rb"listening on 127\.0\.0\.1:(\d+)", head).group(1))
+            # No more reading from here on.
+            statuses = []
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            t0 = time.monotonic()
+            for i in range(3000):
+                conn.request("GET", "/dead?" + "x" * 200)
+                resp = conn.getresponse()
+                resp.read()
+                statuses.append(resp.status)
+            conn.close()
+            self.assertEqual(set(statuses), {502})
+            self.assertLess(time.monotonic() - t0, 60)
+            # The reader comes back; the next error line's write reports the drops.
+            got = bytearray()
+            stop = threading.Event()
+
+            def drain():
+                while not stop.is_set():
+                    if select.select([proc.stderr], [], [], 0.2)[0]:
+                        chunk = os.read(proc.stderr.fileno(), 65536)
+                        if not chunk:
+                            return
+                        got.extend(chunk)
+
+            reader = threading.Thread(target=drain)
+            reader.start()
+            try:
+                self.wait_for(lambda: b"dropped because the log could not keep up" in got,
+                              timeout=10, msg="the dropped-lines report on stderr")
+                m = re.search(rb"error log: (\d+) line\(s\) dropped", bytes(got))
+                self.assertGreater(int(m.group(1)), 0)
+                self.assertEqual(self.get(port, "/hello.txt")[0], 200)
+                proc.send_signal(signal.SIGTERM)
+                self.assertEqual(proc.wait(10), 0)
+            finally:
+                stop.set()
+                reader.join()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stderr.close()
 
 
 if __name__ == "__main__":

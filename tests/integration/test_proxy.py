@@ -385,8 +385,8 @@ class TestRetries(ProxyTestCase):
         srv = self.proxy_to([dead, a], max_fails=0, tries=2)
         # Round robin alternates: every second request first meets the refusal.
         self.assertEqual(set(self.get_ids(srv.port, 20)), {"A"})
-        self.assertIn(f"upstream {dead}", srv.stderr())
-        self.assertIn("connect failed", srv.stderr())
+        self.wait_for(lambda: f"upstream {dead}" in srv.stderr(), msg="a line in the error log")
+        self.wait_for(lambda: "connect failed" in srv.stderr(), msg="a line in the error log")
 
     def test_post_is_not_retried_after_bytes_were_sent_but_get_is(self):
         a, b = self.backend("A"), self.backend("B")
@@ -440,8 +440,8 @@ class TestRetries(ProxyTestCase):
         self.assertEqual(status, 504)
         self.assertGreater(elapsed, 0.4)
         self.assertLess(elapsed, 3)
-        self.assertIn(f"upstream {address}", srv.stderr())
-        self.assertIn("connect timed out", srv.stderr())
+        self.wait_for(lambda: f"upstream {address}" in srv.stderr(), msg="a line in the error log")
+        self.wait_for(lambda: "connect timed out" in srv.stderr(), msg="a line in the error log")
 
     def test_read_timeout_gives_504(self):
         a = self.backend("A")
@@ -450,7 +450,7 @@ class TestRetries(ProxyTestCase):
         status, _, _ = self.get(srv.port, "/hang")
         self.assertEqual(status, 504)
         self.assertLess(time.monotonic() - started, 3)
-        self.assertIn("timed out waiting for the response", srv.stderr())
+        self.wait_for(lambda: "timed out waiting for the response" in srv.stderr(), msg="a line in the error log")
 
 
 class TestHeaders(ProxyTestCase):
@@ -694,8 +694,8 @@ class TestBadBackends(ProxyTestCase):
             status, _, _ = self.http(srv.port, "POST" if path == "/post_close" else "GET", path,
                                      body=b"x" if path == "/post_close" else None)
             self.assertEqual(status, 502, path)
-        self.assertIn("invalid response", srv.stderr())
-        self.assertIn(f"upstream {a.address}", srv.stderr())
+        self.wait_for(lambda: "invalid response" in srv.stderr(), msg="a line in the error log")
+        self.wait_for(lambda: f"upstream {a.address}" in srv.stderr(), msg="a line in the error log")
         self.assert_serving(srv, "/anything")
 
     def test_body_cut_short_closes_the_client_connection(self):
@@ -707,7 +707,7 @@ class TestBadBackends(ProxyTestCase):
             self.assertEqual(status, 200)
             rest = c.read_until_close()
             self.assertLess(len(rest), 1000)
-        self.assertIn("before the end of the response body", srv.stderr())
+        self.wait_for(lambda: "before the end of the response body" in srv.stderr(), msg="a line in the error log")
 
 
 async def websockets_echo(port, big):
@@ -915,7 +915,7 @@ class TestPool(ProxyTestCase):
         self.assertEqual((status, headers["Retry-After"]), (503, "1"))
         self.assertGreater(elapsed, 0.5)
         self.assertLess(elapsed, 1.5)
-        self.assertIn("waited too long", srv.stderr())
+        self.wait_for(lambda: "waited too long" in srv.stderr(), msg="a line in the error log")
         self.assertEqual(holder.read_final_response().status, 200)
         # A short wait in the queue is served once the slot frees.
         holder.send(build_request("GET", "/slow?ms=300"))

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/un.h>
 
 namespace peregrine::config {
 namespace {
@@ -108,6 +109,34 @@ TEST(ListenAddress, SameEndpoint) {
   EXPECT_FALSE(same_endpoint(a.address.addr, c.address.addr));
   EXPECT_FALSE(same_endpoint(a.address.addr, d.address.addr));
   EXPECT_EQ(format_endpoint(c.address.addr), "127.0.0.1:8080");
+}
+
+TEST(ListenAddress, UnixSocket) {
+  Parsed p = parse("unix:/run/peregrine.sock");
+  ASSERT_TRUE(p.ok) << p.error;
+  ASSERT_EQ(p.address.addr.ss_family, AF_UNIX);
+  EXPECT_STREQ(reinterpret_cast<const sockaddr_un&>(p.address.addr).sun_path,
+               "/run/peregrine.sock");
+  EXPECT_EQ(p.address.addr_len, offsetof(sockaddr_un, sun_path) + 20);
+  EXPECT_EQ(p.address.text, "unix:/run/peregrine.sock");
+  EXPECT_EQ(endpoint_port(p.address.addr), 0);
+  EXPECT_TRUE(same_endpoint(p.address.addr, parse("unix:/run/peregrine.sock").address.addr));
+  EXPECT_FALSE(same_endpoint(p.address.addr, parse("unix:/run/other.sock").address.addr));
+
+  Parsed relative = parse("unix:run/p.sock");
+  EXPECT_FALSE(relative.ok);
+  EXPECT_EQ(relative.error, "unix socket path in 'unix:run/p.sock' is not absolute");
+  EXPECT_EQ(relative.hint,
+            "write unix: followed by an absolute path, e.g. \"unix:/run/peregrine.sock\"");
+}
+
+TEST(ListenAddress, NoPortErrorsNameTheForms) {
+  Parsed p = parse("localhost");
+  EXPECT_EQ(p.error, "listen address 'localhost' has no port");
+  EXPECT_NE(p.hint.find("\"unix:/run/peregrine.sock\""), std::string::npos) << p.hint;
+  EXPECT_EQ(parse("[::1]:").error, "listen address '[::1]:' has no port");
+  EXPECT_EQ(parse("[fe80::1%eth0]:80").hint,
+            "scoped (link-local) addresses are not supported; use a global address or \"[::]\"");
 }
 
 }  // namespace
