@@ -36,7 +36,7 @@ command -v debootstrap >/dev/null || ./scripts/install-deps.sh package
 # The Debian mirror apt uses here: it may be the only package repository this machine reaches.
 mirror=$(grep -hsE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
            /etc/apt/sources.list.d/*.sources |
-         grep -oE 'https?://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ')
+         grep -oE 'https?://[^ ]+/debian/?( |$)' | head -n1 | tr -d ' ' || true)
 mirror=${mirror:-http://deb.debian.org/debian}
 
 # The README's commands, as written: the first fenced block after "## Two commands".
