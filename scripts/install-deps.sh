@@ -8,6 +8,8 @@ build_packages=(g++ cmake ninja-build pkg-config libtomlplusplus-dev libpcre2-de
                 libgtest-dev)
 test_packages=(clang clang-format libclang-rt-14-dev python3 curl apache2-utils wrk nginx-light php8.2-fpm python3-websockets)
 bench_packages=(h2o lighttpd lighttpd-modules-lua libnginx-mod-http-echo)
+# systemd-analyze verify of the package's unit (tests/integration/test_package.py).
+test_packages+=(systemd)
 # Building and checking the Debian package (scripts/build-deb.sh, scripts/check-package.sh) and
 # the fresh-machine check (scripts/check-fresh-machine.sh).
 package_packages=(debhelper pandoc lintian debootstrap systemd fakeroot)

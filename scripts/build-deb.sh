@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds the Debian package: build/deb/peregrine_VERSION_ARCH.deb, then runs lintian on it.
+# Installs what is missing (scripts/install-deps.sh package). The source tree is copied first
+# (the files git knows, as they are in the worktree), so that dpkg-buildpackage's output and
+# debian/build stay out of the checkout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/install-deps.sh package
+version=$(dpkg-parsechangelog -S Version)
+out=build/deb
+src="$out/peregrine-$version"
+rm -rf "$src"
+mkdir -p "$src"
+git ls-files -z --cached --others --exclude-standard |
+  while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+  tar --null -T - -cf - | tar -xf - -C "$src"
+(cd "$src" && dpkg-buildpackage -b -us -uc -j"$(nproc)")
+deb=$(ls "$out"/peregrine_"${version}"_*.deb)
+changes=$(ls "$out"/peregrine_"${version}"_*.changes)
+echo "=== lintian"
+lintian --fail-on error,warning --info --display-info "$changes"
+echo "built $deb"
