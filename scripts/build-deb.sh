@@ -10,11 +10,15 @@ cd "$(dirname "$0")/.."
 version=$(dpkg-parsechangelog -S Version)
 out=build/deb
 src="$out/peregrine-$version"
+# A fresh copy, but the previous build directory is kept: tar keeps the files' times, so ninja
+# rebuilds only what changed.
+[ -d "$src/debian/build" ] && mv "$src/debian/build" "$out/build-cache"
 rm -rf "$src"
 mkdir -p "$src"
 git ls-files -z --cached --others --exclude-standard |
   while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
   tar --null -T - -cf - | tar -xf - -C "$src"
+[ -d "$out/build-cache" ] && mv "$out/build-cache" "$src/debian/build"
 (cd "$src" && dpkg-buildpackage -b -us -uc -j"$(nproc)")
 deb=$(ls "$out"/peregrine_"${version}"_*.deb)
 changes=$(ls "$out"/peregrine_"${version}"_*.changes)
