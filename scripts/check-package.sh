@@ -41,10 +41,15 @@ cleanup() {
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
   [ -n "$notify_pid" ] && kill "$notify_pid" 2>/dev/null && wait "$notify_pid" 2>/dev/null
   chroot_umount
+  # --one-file-system: a mount that would not go away must not take the machine's /dev with it.
   if [ "$keep" -eq 0 ] && [ -n "$dir" ] && ! mount | grep -q " on $dir/"; then
     rm -rf --one-file-system "$dir"
   fi
-  rm -rf "$work"
+  if [ "$keep" -eq 1 ] && [ "$dir" = "$work/root" ]; then
+    echo "kept: $dir"
+  else
+    rm -rf --one-file-system "$work"
+  fi
   [ "$status" -eq 0 ] && echo "package check passed" || echo "package check FAILED"
   exit "$status"
 }
