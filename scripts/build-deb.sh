@@ -19,7 +19,8 @@ git ls-files -z --cached --others --exclude-standard |
   while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
   tar --null -T - -cf - | tar -xf - -C "$src"
 [ -d "$out/build-cache" ] && mv "$out/build-cache" "$src/debian/build"
-(cd "$src" && dpkg-buildpackage -b -us -uc -j"$(nproc)")
+# -nc: no "debian/rules clean" first, which would delete the kept build directory.
+(cd "$src" && dpkg-buildpackage -b -nc -us -uc -j"$(nproc)")
 deb=$(ls "$out"/peregrine_"${version}"_*.deb)
 changes=$(ls "$out"/peregrine_"${version}"_*.changes)
 echo "=== lintian"

@@ -71,7 +71,7 @@ cp "$deb" "$dir/tmp/peregrine.deb"
 printf '#!/bin/sh\nexit 101\n' >"$dir/usr/sbin/policy-rc.d"
 chmod +x "$dir/usr/sbin/policy-rc.d"
 chroot_run "$dir" "export DEBIAN_FRONTEND=noninteractive && apt-get update -q &&
-  apt-get install -y -q --no-install-recommends systemd man-db logrotate /tmp/peregrine.deb" \
+  apt-get install -y -q --no-install-recommends --reinstall systemd man-db logrotate /tmp/peregrine.deb" \
   >"$work/apt.log" 2>&1 || { tail -n 30 "$work/apt.log"; fail "apt-get install"; }
 rm -f "$dir/usr/sbin/policy-rc.d"
 
