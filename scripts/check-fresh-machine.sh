@@ -52,6 +52,7 @@ mkdir -p "$log_dir"
 server_pid=""
 cleanup() {
   local status=$?
+  set +e  # every step of the cleanup runs, whatever fails
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
   chroot_umount
   if [ "$keep" -eq 0 ] && ! mount | grep -q " on $dir/"; then
@@ -87,7 +88,7 @@ port=$(free_port 8080)
 
 phase "run command: ${chroot_env[*]} $run_cmd"
 t0=$SECONDS
-chroot_run "$dir" "cd /root/peregrine && exec $run_cmd" >"$log_dir/run.log" 2>&1 &
+chroot_start "$dir" "cd /root/peregrine && exec $run_cmd" >"$log_dir/run.log" 2>&1
 server_pid=$!
 chroot_env=()
 served=0

@@ -38,6 +38,7 @@ notify_pid=""
 work=$(mktemp -d /var/tmp/peregrine-pkgcheck.XXXXXX)
 cleanup() {
   local status=$?
+  set +e  # every step of the cleanup runs, whatever fails
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
   [ -n "$notify_pid" ] && kill "$notify_pid" 2>/dev/null && wait "$notify_pid" 2>/dev/null
   chroot_umount
@@ -133,9 +134,9 @@ wait_notify() {  # wait_notify FIELD COUNT: the COUNTth message with FIELD arriv
 }
 
 step "start as the unit does: www-data with CAP_NET_BIND_SERVICE, port $port"
-chroot_run "$dir" "exec setpriv --reuid=www-data --regid=www-data --init-groups \
+chroot_start "$dir" "exec setpriv --reuid=www-data --regid=www-data --init-groups \
   --inh-caps=-all,+net_bind_service --ambient-caps=-all,+net_bind_service --bounding-set=-all,+net_bind_service \
-  --no-new-privs /usr/sbin/peregrine -c $config" >"$work/server.log" 2>&1 &
+  --no-new-privs /usr/sbin/peregrine -c $config" >"$work/server.log" 2>&1
 server_pid=$!
 chroot_env=()
 for _ in $(seq 100); do
@@ -146,7 +147,14 @@ done
 [[ "$(head -n1 <<<"$response")" == "HTTP/1.1 200"* ]] || fail "GET / answered: $(head -n1 <<<"$response")"
 grep -q "Peregrine is serving this machine" <<<"$response" || fail "GET / is not the welcome page"
 wait_notify "READY=1" 1
-echo "  GET / -> 200, the welcome page; pid $(cat "$dir/run/peregrine/peregrine.pid"), user $(ps -o user= -p "$server_pid")"
+[ "$(cat "$dir/run/peregrine/peregrine.pid")" = "$server_pid" ] || fail "the pid file does not hold $server_pid"
+read -r _ uid _ < <(grep '^Uid:' "/proc/$server_pid/status")
+read -r _ caps < <(grep '^CapEff:' "/proc/$server_pid/status")
+[ "$uid" = "$(chroot_run "$dir" "id -u www-data")" ] || fail "runs as uid $uid, not www-data"
+[ "$caps" = "0000000000000400" ] || fail "effective capabilities $caps, not CAP_NET_BIND_SERVICE alone"
+echo "  GET / -> 200, the welcome page; pid $server_pid (the pid file's), uid $uid (www-data), CapEff $caps"
+# The rotation below skips an empty log (notifempty): the access log is written asynchronously.
+for _ in $(seq 50); do [ -s "$dir/var/log/peregrine/access.log" ] && break; sleep 0.1; done
 
 step "logrotate -f /etc/logrotate.d/peregrine (USR1)"
 chroot_run "$dir" "logrotate -f /etc/logrotate.d/peregrine" || fail "logrotate"

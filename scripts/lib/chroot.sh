@@ -53,12 +53,16 @@ chroot_umount() {
 
 # chroot_run DIR COMMAND: COMMAND in bash inside DIR with a login's environment, not the
 # caller's; the array chroot_env adds variables (NAME=VALUE).
+# chroot_start DIR COMMAND: the same in the background, and $! is the process COMMAND execs
+# into (chroot, env and bash all exec), so that signals sent to $! reach it.
 chroot_env=()
-chroot_run() {
-  chroot "$1" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+chroot_exec() {
+  exec chroot "$1" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${chroot_env[@]}" \
     /bin/bash -c "$2"
 }
+chroot_run() { (chroot_exec "$@"); }
+chroot_start() { chroot_exec "$@" & }
 
 # http_get DIR PORT PATH: the response to GET PATH on 127.0.0.1:PORT, made from inside the chroot
 # with bash's /dev/tcp (a minbase machine has no curl). Fails when nothing listens.
