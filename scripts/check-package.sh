@@ -109,10 +109,12 @@ chroot_run "$dir" "install -d -o www-data -g www-data /run/peregrine && chown ww
 notify_log="$work/notify.log"
 if grep -q "READY=1" "$dir/usr/sbin/peregrine"; then
   # systemd's side of Type=notify: a datagram socket whose messages are written one per line.
+  rm -f "$dir/run/notify.sock"
   python3 - "$dir/run/notify.sock" "$notify_log" <<'PY' &
-import socket, sys
+import os, socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
+os.chmod(sys.argv[1], 0o777)  # as systemd's: the server sends as www-data
 with open(sys.argv[2], "a", buffering=1) as out:
     while True:
         out.write(s.recv(4096).decode().replace("\n", " ") + "\n")
@@ -126,10 +128,10 @@ fi
 wait_notify() {  # wait_notify FIELD COUNT: the COUNTth message with FIELD arrived
   [ -n "$notify_pid" ] || return 0
   for _ in $(seq 100); do
-    [ "$(grep -c -- "$1" "$notify_log" 2>/dev/null)" -ge "$2" ] && return 0
+    [ "$(grep -cs -- "$1" "$notify_log")" -ge "$2" ] 2>/dev/null && return 0
     sleep 0.1
   done
-  cat "$notify_log" >&2
+  cat "$notify_log" >&2 2>/dev/null
   fail "no $1 (#$2) on NOTIFY_SOCKET"
 }
 
@@ -160,10 +162,11 @@ step "logrotate -f /etc/logrotate.d/peregrine (USR1)"
 chroot_run "$dir" "logrotate -f /etc/logrotate.d/peregrine" || fail "logrotate"
 [ -e "$dir/var/log/peregrine/access.log.1" ] || fail "access.log was not rotated"
 sleep 0.5
-http_get "$dir" "$port" /after-rotation >/dev/null
-for _ in $(seq 50); do grep -q "/after-rotation" "$dir/var/log/peregrine/access.log" 2>/dev/null && break; sleep 0.1; done
-grep -q "/after-rotation" "$dir/var/log/peregrine/access.log" || fail "no request logged after the rotation"
-grep -q "/after-rotation" "$dir/var/log/peregrine/access.log.1" && fail "the old log is still written"
+marker="/after-rotation-$$-$RANDOM"  # a reused chroot keeps older runs' logs
+http_get "$dir" "$port" "$marker" >/dev/null
+for _ in $(seq 50); do grep -q "$marker" "$dir/var/log/peregrine/access.log" 2>/dev/null && break; sleep 0.1; done
+grep -q "$marker" "$dir/var/log/peregrine/access.log" || fail "no request logged after the rotation"
+grep -q "$marker" "$dir/var/log/peregrine/access.log.1" && fail "the old log is still written"
 
 step "reload (HUP) and stop (QUIT)"
 kill -HUP "$server_pid"
