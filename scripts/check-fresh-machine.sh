@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
-# shellcheck source=lib/chroot.sh
+# shellcheck source=scripts/lib/chroot.sh
 . scripts/lib/chroot.sh
 
 dir=""

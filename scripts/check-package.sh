@@ -14,7 +14,7 @@
 #   scripts/check-package.sh [--chroot DIR] [--keep] [DEB]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# shellcheck source=lib/chroot.sh
+# shellcheck source=scripts/lib/chroot.sh
 . scripts/lib/chroot.sh
 
 dir=""
@@ -31,7 +31,9 @@ done
 [ "$(id -u)" -eq 0 ] || { echo "$0: needs root (debootstrap, chroot, mount)" >&2; exit 2; }
 [ -n "$deb" ] || deb=$(ls -t build/deb/peregrine_*.deb 2>/dev/null | head -n1)
 [ -f "$deb" ] || { echo "no package: run scripts/build-deb.sh first" >&2; exit 2; }
-command -v debootstrap >/dev/null && command -v python3 >/dev/null || ./scripts/install-deps.sh package
+if ! command -v debootstrap >/dev/null || ! command -v python3 >/dev/null; then
+  ./scripts/install-deps.sh package
+fi
 
 server_pid=""
 notify_pid=""

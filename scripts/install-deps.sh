@@ -12,7 +12,7 @@ bench_packages=(h2o lighttpd lighttpd-modules-lua libnginx-mod-http-echo)
 test_packages+=(systemd)
 # Building and checking the Debian package (scripts/build-deb.sh, scripts/check-package.sh) and
 # the fresh-machine check (scripts/check-fresh-machine.sh).
-package_packages=(debhelper pandoc lintian debootstrap systemd fakeroot)
+package_packages=(debhelper pandoc lintian debootstrap systemd fakeroot python3)
 
 wanted=("${build_packages[@]}")
 case "${1:-build}" in

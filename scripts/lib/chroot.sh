@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by scripts/check-fresh-machine.sh and scripts/check-package.sh (sourced, not run): a
 # Debian 12 minbase chroot from the mirror this machine's apt uses, its mounts, and their
 # removal on exit, whatever happens.
