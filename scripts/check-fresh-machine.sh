@@ -112,6 +112,10 @@ grep -q "welcome page" <<<"$response" || { echo "not the welcome page:" >&2; hea
 kill -TERM "$server_pid"
 wait "$server_pid" || true
 server_pid=""
+if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+  echo "something still serves on port $port after the run command was stopped" >&2
+  exit 1
+fi
 phase "run command served its page after ${t_run} s; stopped it"
 
 t_test=0
