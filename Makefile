@@ -1,16 +1,19 @@
-# Two commands do everything on a fresh Debian 12 machine:
-#   make run    install what is missing, build, serve ./www (or a welcome page) on 127.0.0.1:8080
-#   make test   install what is missing, build (release + ASan/UBSan), run every test tier
-.PHONY: run test build build-asan deps deps-test bench fuzz format clean
+# Shortcuts for developers. The README's two commands need no make (a fresh machine has none):
+#   make run    = scripts/run.sh: install what is missing, build the server, serve on $(LISTEN)
+#   make test   = scripts/test.sh: install what is missing, build (release + ASan/UBSan), run all
+#   make deb    = scripts/build-deb.sh: the Debian package, in build/deb/
+.PHONY: run test deb build build-asan deps deps-test bench fuzz format clean
 
 LISTEN ?= 127.0.0.1:8080
-ROOT_ARG := $(if $(wildcard www),--root www,)
 
-run: deps build
-	./build/release/peregrine --listen $(LISTEN) $(ROOT_ARG)
+run:
+	LISTEN=$(LISTEN) ./scripts/run.sh
 
-test: deps-test
-	./scripts/run-tests.sh
+test:
+	./scripts/test.sh
+
+deb:
+	./scripts/build-deb.sh
 
 build:
 	cmake --preset release >/dev/null

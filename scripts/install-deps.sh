@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Peregrine needs to build, test and benchmark, when any is missing.
+# Installs the Debian packages Peregrine needs to build, test, benchmark and package, when any is
+# missing.
 # Runs apt-get update once, and only when something has to be installed.
 set -euo pipefail
 
@@ -7,13 +8,19 @@ build_packages=(g++ cmake ninja-build pkg-config libtomlplusplus-dev libpcre2-de
                 libgtest-dev libsystemd-dev)
 test_packages=(clang clang-format libclang-rt-14-dev python3 curl apache2-utils wrk nginx-light php8.2-fpm python3-websockets)
 bench_packages=(h2o lighttpd lighttpd-modules-lua libnginx-mod-http-echo)
+# systemd-analyze verify of the package's unit (tests/integration/test_package.py).
+test_packages+=(systemd)
+# Building and checking the Debian package (scripts/build-deb.sh, scripts/check-package.sh) and
+# the fresh-machine check (scripts/check-fresh-machine.sh).
+package_packages=(debhelper pandoc lintian debootstrap systemd fakeroot python3)
 
 wanted=("${build_packages[@]}")
 case "${1:-build}" in
   build) ;;
   test) wanted+=("${test_packages[@]}") ;;
   bench) wanted+=("${test_packages[@]}" "${bench_packages[@]}") ;;
-  *) echo "usage: $0 [build|test|bench]" >&2; exit 2 ;;
+  package) wanted+=("${package_packages[@]}") ;;
+  *) echo "usage: $0 [build|test|bench|package]" >&2; exit 2 ;;
 esac
 
 missing=()
