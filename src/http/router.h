@@ -20,4 +20,8 @@ size_t select_site(const config::Config& config, std::string_view host);
 
 bool route_matches(const config::Route& route, std::string_view path);
 
+// True when the route takes `method` (exact, case-sensitive: methods are case-sensitive tokens,
+// RFC 9110 9.1). A route without `methods` takes any; its handler may still answer 405.
+bool method_allowed(const config::Route& route, std::string_view method);
+
 }  // namespace peregrine::http
