@@ -54,9 +54,8 @@ bool route_matches(const config::Route& route, std::string_view path) {
   return false;
 }
 
-bool method_allowed(const config::Route& route, std::string_view method) {
-  return route.methods.empty() ||
-         std::find(route.methods.begin(), route.methods.end(), method) != route.methods.end();
+bool method_listed(const config::Route& route, std::string_view method) {
+  return std::find(route.methods.begin(), route.methods.end(), method) != route.methods.end();
 }
 
 }  // namespace peregrine::http

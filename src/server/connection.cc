@@ -266,7 +266,7 @@ void Connection::handle_request(size_t head_length) {
   request.peer_len = peer_len_;
 
   const Selection selection = worker_.routes().select(request);
-  if (selection.refused()) {
+  if (!selection.route && selection.refused()) {
     respond_error(selection.status, &request, selection.site);
     return;
   }
@@ -456,20 +456,19 @@ void Connection::send_response(const Request& request, Response& response, SiteR
     }
     if (!custom) default_error_body(response);
   }
-  const Framing framing =
-      write_head(request, response, static_cast<int64_t>(response.body_length()));
-  if (!request.is_head()) write_body(response, framing);
+  write_response(request, response, static_cast<int64_t>(response.body_length()));
   if (site && site->access_log)
     site->access_log->log(request, status, request.is_head() ? 0 : response.body_length(),
                           worker_.clock().wall_seconds);
 }
 
-// The one writer of response heads, for complete and streamed responses: status line, Date and
-// Server, Connection, the handler's headers, then how the body is delimited. `content_length` < 0
-// means not known yet (a streamed body): chunked to HTTP/1.1 clients, close-delimited to HTTP/1.0
-// ones. Also decides whether the connection stays open after this response.
-Connection::Framing Connection::write_head(const Request& request, const Response& response,
-                                           int64_t content_length) {
+// The one writer of responses, complete and streamed: the head (status line, Date and Server,
+// Connection, the handler's headers, how the body is delimited), then whatever body the Response
+// carries: all of a complete one, the start of a streamed one. `content_length` < 0 means not
+// known yet (a streamed body): chunked to HTTP/1.1 clients, close-delimited to HTTP/1.0 ones.
+// Also decides whether the connection stays open after this response.
+Connection::Framing Connection::write_response(const Request& request, const Response& response,
+                                               int64_t content_length) {
   const int status = response.status();
   bool keep = keep_alive_allowed(request, response);
   Framing framing = Framing::kNone;
@@ -509,18 +508,12 @@ Connection::Framing Connection::write_head(const Request& request, const Respons
     out.append("Transfer-Encoding: chunked\r\n");
   }
   out.append("\r\n");
-  return framing;
-}
 
-// The body a Response carries, after its head (nothing when the status has no body): bytes are
-// copied, file regions queued for sendfile; as one chunk when the body goes out chunked.
-void Connection::write_body(const Response& response, Framing framing) {
-  // kNone: the status has no body (or a HEAD of unknown length). An empty Content-Length body
-  // needs nothing, and an empty chunk would end a chunked one.
-  if (framing == Framing::kNone || response.body_length() == 0) return;
-  OutputQueue& out = worker_.scratch_output();
-  const bool chunked = framing == Framing::kChunked;
-  if (chunked) append_chunk_size(out.bytes(), response.body_length());
+  // No body for HEAD, nor when the status has none (kNone). An empty chunk would end a chunked
+  // body. Bytes are copied; file regions are queued for sendfile.
+  if (request.is_head() || framing == Framing::kNone || response.body_length() == 0) return framing;
+  OutputQueue& queue = worker_.scratch_output();
+  if (framing == Framing::kChunked) append_chunk_size(out, response.body_length());
   for (const Response::Segment& s : response.segments()) {
     switch (s.kind) {
       case Response::Segment::Kind::kOwned:
@@ -530,11 +523,12 @@ void Connection::write_body(const Response& response, Framing framing) {
         out.append(std::string_view(s.data, s.length));
         break;
       case Response::Segment::Kind::kFile:
-        out.append_file(s.file, s.file_offset, s.length);
+        queue.append_file(s.file, s.file_offset, s.length);
         break;
     }
   }
-  if (chunked) out.append("\r\n");
+  if (framing == Framing::kChunked) out.append("\r\n");
+  return framing;
 }
 
 bool Connection::keep_alive_allowed(const Request& request, const Response& response) const {
@@ -777,13 +771,9 @@ bool Connection::send_head(Response& head, int64_t content_length) {
     event::TimerList::disarm(timer);
   }
   if (!f.body.done()) keep_alive_ = false;  // answered before the whole body arrived
-  const Framing framing = write_head(f.request, head, content_length);
-  f.chunked_out = framing == Framing::kChunked;
+  f.chunked_out = write_response(f.request, head, content_length) == Framing::kChunked;
   f.body_allowed = !f.request.is_head() && status_has_body(status);
-  if (f.body_allowed && head.body_length() > 0) {  // body bytes given with the head go first
-    f.body_bytes_sent += head.body_length();
-    write_body(head, framing);
-  }
+  if (f.body_allowed) f.body_bytes_sent += head.body_length();  // sent with the head
   // In a tunnel, bytes the client sent with its handshake go out with its next bytes (clients
   // wait for the 101 before they send, RFC 6455 4.1).
   return write_for_exchange();

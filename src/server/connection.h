@@ -93,8 +93,7 @@ class Connection final : public event::Pollable,
   // ---- The response ----
   void respond_error(int status, const Request* request, SiteRuntime* site);
   void send_response(const Request& request, Response& response, SiteRuntime* site);
-  Framing write_head(const Request& request, const Response& response, int64_t content_length);
-  void write_body(const Response& response, Framing framing);
+  Framing write_response(const Request& request, const Response& response, int64_t content_length);
   bool keep_alive_allowed(const Request& request, const Response& response) const;
 
   void flush();
