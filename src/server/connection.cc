@@ -85,18 +85,6 @@ bool status_has_body(int status) {
   return status >= 200 && status != 204 && status != 304;
 }
 
-void default_error_body(Response& response) {
-  int status = response.status();
-  std::string_view reason = http::reason_phrase(status);
-  std::string body = "<!DOCTYPE html>\n<html><head><title>";
-  append_decimal(body, static_cast<uint64_t>(status));
-  body.append(" ").append(reason).append("</title></head><body><h1>");
-  append_decimal(body, static_cast<uint64_t>(status));
-  body.append(" ").append(reason).append("</h1></body></html>\n");
-  response.set_content_type("text/html; charset=utf-8");
-  response.set_body(body);
-}
-
 }  // namespace
 
 Connection::Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len)
@@ -446,16 +434,9 @@ void Connection::respond_error(int status, const Request* request, SiteRuntime* 
 // A complete response: an empty 4xx/5xx body becomes the site's error page (or a small default
 // page), then the head, the body and the access log line.
 void Connection::send_response(const Request& request, Response& response, SiteRuntime* site) {
-  int status = response.status();
-  if (status >= 400 && response.body_length() == 0) {
-    bool custom = false;
-    if (site && site->error_pages) {
-      auto page = site->config->error_pages.find(status);
-      if (page != site->config->error_pages.end())
-        custom = site->error_pages->serve_error_page(page->second, status, request, response);
-    }
-    if (!custom) default_error_body(response);
-  }
+  const int status = response.status();
+  if (status >= 400 && response.body_length() == 0)
+    (site ? *site : worker_.routes().default_site()).fill_error_body(request, response);
   write_response(request, response, static_cast<int64_t>(response.body_length()));
   if (site && site->access_log)
     site->access_log->log(request, status, request.is_head() ? 0 : response.body_length(),

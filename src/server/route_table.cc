@@ -1,10 +1,12 @@
 #include "server/route_table.h"
 
+#include "core/strings.h"
 #include "handlers/fastcgi/fastcgi_handler.h"
 #include "handlers/proxy/proxy_handler.h"
 #include "handlers/return/return_handler.h"
 #include "http/path.h"
 #include "http/router.h"
+#include "http/status.h"
 #include "upstream/health_check.h"
 
 namespace peregrine::server {
@@ -172,6 +174,24 @@ Selection RouteTable::select(Request& request) {
   }
   selection.status = 404;
   return selection;
+}
+
+void SiteRuntime::fill_error_body(const Request& request, Response& response) const {
+  const int status = response.status();
+  if (error_pages) {
+    auto page = config->error_pages.find(status);
+    if (page != config->error_pages.end() &&
+        error_pages->serve_error_page(page->second, status, request, response))
+      return;
+  }
+  std::string_view reason = http::reason_phrase(status);
+  std::string body = "<!DOCTYPE html>\n<html><head><title>";
+  append_decimal(body, static_cast<uint64_t>(status));
+  body.append(" ").append(reason).append("</title></head><body><h1>");
+  append_decimal(body, static_cast<uint64_t>(status));
+  body.append(" ").append(reason).append("</h1></body></html>\n");
+  response.set_content_type("text/html; charset=utf-8");
+  response.set_body(body);
 }
 
 SiteRuntime& RouteTable::site_for(std::string_view host) {

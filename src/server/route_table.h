@@ -44,6 +44,11 @@ struct SiteRuntime {
   std::vector<RouteRuntime> routes;
   std::unique_ptr<static_files::StaticHandler> error_pages;  // null without error_pages
   std::unique_ptr<AccessLogBuffer> access_log;               // null when off
+
+  // Gives an error response without a body (4xx/5xx) the site's page for its status, or a small
+  // default page. Every client connection does this before writing a complete response, whatever
+  // its protocol.
+  void fill_error_body(const Request& request, Response& response) const;
 };
 
 // The route table's answer about one request. The site is always set: its error pages and access

@@ -203,5 +203,17 @@ TEST_F(RouteTableSelect, RefusesABadPathAnUnknownMethodAndAnOversizedBody) {
   EXPECT_EQ(table_->select(big_put).status, 413);
 }
 
+TEST_F(RouteTableSelect, ErrorBodyWithoutErrorPagesIsTheDefaultPage) {
+  build();
+  Selection s = table_->select(request("GET", "/nowhere", "x.example.org"));
+  Response response;
+  response.set_status(s.status);
+  s.site->fill_error_body(request_, response);
+  EXPECT_GT(response.body_length(), 0u);
+  EXPECT_NE(response.owned_bytes(response.segments().at(0)).find("<h1>404 Not Found</h1>"),
+            std::string_view::npos);
+  EXPECT_NE(response.extra_headers().find("Content-Type: text/html"), std::string_view::npos);
+}
+
 }  // namespace
 }  // namespace peregrine::server
