@@ -1,5 +1,7 @@
 #include "http/router.h"
 
+#include <algorithm>
+
 #include "core/strings.h"
 #include "http/path.h"
 
@@ -50,6 +52,10 @@ bool route_matches(const config::Route& route, std::string_view path) {
       return route.regex && route.regex->match(path);
   }
   return false;
+}
+
+bool method_listed(const config::Route& route, std::string_view method) {
+  return std::find(route.methods.begin(), route.methods.end(), method) != route.methods.end();
 }
 
 }  // namespace peregrine::http

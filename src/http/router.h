@@ -20,4 +20,12 @@ size_t select_site(const config::Config& config, std::string_view host);
 
 bool route_matches(const config::Route& route, std::string_view path);
 
+// True when the route takes `method` (exact, case-sensitive: methods are case-sensitive tokens,
+// RFC 9110 9.1). A route without `methods` takes any; its handler may still answer 405.
+// Inline: most routes list no methods, and the check is on every request's path.
+bool method_listed(const config::Route& route, std::string_view method);
+inline bool method_allowed(const config::Route& route, std::string_view method) {
+  return route.methods.empty() || method_listed(route, method);
+}
+
 }  // namespace peregrine::http

@@ -12,9 +12,9 @@
 #include "core/spares.h"
 #include "core/strings.h"
 #include "event/deferred.h"
-#include "http/path.h"
-#include "http/router.h"
 #include "http/status.h"
+#include "server/request_body.h"
+#include "server/route_table.h"
 #include "server/worker.h"
 
 namespace peregrine::server {
@@ -22,39 +22,28 @@ namespace peregrine::server {
 using handlers::Downstream;
 using handlers::Exchange;
 
-// A request whose handler wants the body: the head stays in the read buffer (the request's
-// views point there) while the body accumulates here, bounded by max_body_bytes.
-struct BodyWait {
-  Request request;
-  Ref<RouteTable> routes;  // keeps the site and route alive across a reload
-  SiteRuntime* site = nullptr;
-  const RouteRuntime* route = nullptr;  // null: no route matched (404 once the body is read)
-  bool keep = false;                    // the handler wants the body; otherwise it is dropped
-  std::string body;
-  uint64_t received = 0;
-  uint64_t remaining = 0;  // Content-Length bodies
-  uint32_t origin = 0;     // where the body's bytes start in the read buffer (after the head)
-};
-
-// A request an asynchronous handler answers (state kExchange). Like BodyWait, the head stays in
-// the read buffer before `origin`; the body streams from there to the exchange.
-// One per request: recycled per thread rather than allocated each time (see core/spares.h).
+// A request that outlives the event that parsed its head: its body is still arriving (kBody:
+// kept for a handler that wants it, else dropped), or an asynchronous handler answers it
+// (kExchange: the body streams to the exchange). The head stays in the read buffer before
+// `origin`, so the Request's views stay valid; body bytes are decoded from there on.
+// One per such request: recycled per thread rather than allocated each time (see core/spares.h).
 struct InFlight final : event::Disposable, RecycledAllocation<InFlight> {
   Request request;
-  Ref<RouteTable> routes;
-  SiteRuntime* site = nullptr;
+  Ref<RouteTable> routes;  // keeps the site, the route and its handler alive across a reload
+  Selection selection;
+  RequestBody body;
+  uint32_t origin = 0;  // where the body's bytes start in the read buffer (after the head)
+  // kBody
+  bool keep_body = false;  // the handler wants the body; otherwise it is dropped
+  std::string buffered;
+  // kExchange
   Exchange* exchange = nullptr;  // null once the exchange has ended or been aborted
-  uint32_t origin = 0;
-  uint64_t remaining = 0;  // Content-Length bodies
-  uint64_t received = 0;
   uint64_t body_bytes_sent = 0;
   int status = 0;
-  bool has_body = false;
-  bool body_done = false;    // every body byte has been handed over (or there is none)
   bool body_paused = false;  // on_body() returned false; waiting for resume_body()
   bool head_sent = false;
   bool chunked_out = false;      // the response body goes out chunked
-  bool body_allowed = true;      // false for HEAD, 204, 304: body bytes are dropped
+  bool body_allowed = true;      // false for HEAD, 1xx, 204, 304: body bytes are dropped
   bool tunnel = false;           // after a 101: raw bytes both ways
   bool notify_writable = false;  // send_body() said kFull
 };
@@ -94,18 +83,6 @@ void append_chunk_size(std::string& out, size_t size) {
 
 bool status_has_body(int status) {
   return status >= 200 && status != 204 && status != 304;
-}
-
-void default_error_body(Response& response) {
-  int status = response.status();
-  std::string_view reason = http::reason_phrase(status);
-  std::string body = "<!DOCTYPE html>\n<html><head><title>";
-  append_decimal(body, static_cast<uint64_t>(status));
-  body.append(" ").append(reason).append("</title></head><body><h1>");
-  append_decimal(body, static_cast<uint64_t>(status));
-  body.append(" ").append(reason).append("</h1></body></html>\n");
-  response.set_content_type("text/html; charset=utf-8");
-  response.set_body(body);
 }
 
 }  // namespace
@@ -162,7 +139,7 @@ void Connection::on_readable() {
       return;
     }
     if (state_ == State::kExchange &&
-        (flight_->body_paused || (flight_->body_done && !flight_->tunnel))) {
+        (flight_->body_paused || (flight_->body.done() && !flight_->tunnel))) {
       read_blocked_ = true;  // read the next request once this one is answered
       return;
     }
@@ -199,7 +176,6 @@ void Connection::on_readable() {
       peer_closed_ = true;
       if (state_ == State::kExchange) {
         if (flight_->tunnel && flight_->exchange) {  // half-close: pass it on
-          flight_->body_done = true;
           Exchange* exchange = flight_->exchange;
           exchange->on_body({}, true);
           return;
@@ -225,12 +201,12 @@ void Connection::on_readable() {
 void Connection::process() {
   for (;;) {
     if (state_ == State::kExchange) {
-      process_exchange_input();
+      feed_exchange();
       if (state_ != State::kHead) break;  // still in flight (or closed)
     }
     in_process_ = true;
     while ((state_ == State::kHead || state_ == State::kBody) && !pending_) {
-      bool progressed = state_ == State::kHead ? process_head() : process_body();
+      bool progressed = state_ == State::kHead ? process_head() : read_body();
       if (!progressed || !keep_alive_ || state_ == State::kExchange) break;
       // Many pipelined responses: send what we have so the scratch buffer stays small.
       if (worker_.scratch_output().bytes().size() > 64 * 1024) flush();
@@ -277,153 +253,160 @@ void Connection::handle_request(size_t head_length) {
   request.peer = &peer_.sa;
   request.peer_len = peer_len_;
 
-  SiteRuntime& site = worker_.routes().site_for(request.host);
-  if (request.target == "*") {
-    request.path = "*";
-  } else if (http::path_is_normal(request.raw_path)) {
-    request.path = request.raw_path;
-  } else if (http::normalize_path(request.raw_path, request.path_storage) !=
-             http::PathStatus::kOk) {
-    respond_error(400, &request, &site);
-    return;
-  } else {
-    request.path = request.path_storage;
-  }
-  if (request.method == Method::kUnknown) {
-    respond_error(501, &request, &site);
+  const Selection selection = worker_.routes().select(request);
+  if (!selection.route && selection.refused()) {
+    respond_error(selection.status, &request, selection.site);
     return;
   }
-  if (request.content_length > 0 &&
-      static_cast<uint64_t>(request.content_length) > worker_.limits().max_body_bytes) {
-    respond_error(413, &request, &site);
-    return;
-  }
-  const RouteRuntime* route = nullptr;
-  if (request.target != "*") {
-    for (const RouteRuntime& candidate : site.routes) {
-      if (http::route_matches(*candidate.config, request.path)) {
-        route = &candidate;
-        break;
-      }
-    }
-  }
-  if (route && route->stream && request.target != "*" && method_allowed(request, *route)) {
-    start_exchange(request, site, *route);
+  if (selection.route && selection.route->stream) {
+    start_exchange(request, selection);
     return;
   }
   if (!request.has_body()) {
-    dispatch(request, site, route);
+    answer(request, selection);
     return;
   }
-  const bool keep_body = route && route->handler && route->handler->wants_body();
+  const bool keep_body = selection.route && selection.route->handler->wants_body();
   if (request.expect_continue && start_ == end_ && !keep_body) {
     // RFC 9110 10.1.1: answer at once instead of inviting a body nobody will read, and close,
     // since the client may send it anyway.
     keep_alive_ = false;
     linger_on_close_ = true;
-    dispatch(request, site, route);
+    answer(request, selection);
     return;
   }
   // The whole body is read before the handler runs, kept for a handler that wants it and
   // dropped otherwise: framing errors and oversized bodies get their 400/413, and the response
   // never races a client that is still sending.
-  body_wait_ = std::make_unique<BodyWait>();
-  body_wait_->request = request;
-  if (request.path.data() == request.path_storage.data())  // re-point at the copy's storage
-    body_wait_->request.path = body_wait_->request.path_storage;
-  body_wait_->routes = worker_.routes_ref();
-  body_wait_->site = &site;
-  body_wait_->route = route;
-  body_wait_->keep = keep_body;
-  body_wait_->origin = start_;
-  body_wait_->remaining = request.chunked ? 0 : static_cast<uint64_t>(request.content_length);
-  if (request.chunked) chunked_ = std::make_unique<http1::ChunkedDecoder>();
-  if (request.expect_continue && start_ == end_) worker_.scratch_output().append(kContinue);
+  InFlight& f = hold_request(request, selection);
+  f.keep_body = keep_body;
+  invite_body(request);
   state_ = State::kBody;
 }
 
-bool Connection::method_allowed(const Request& request, const RouteRuntime& route) const {
-  const std::vector<std::string>& methods = route.config->methods;
-  return methods.empty() ||
-         std::find(methods.begin(), methods.end(), request.method_text) != methods.end();
-}
-
-void Connection::dispatch(Request& request, SiteRuntime& site, const RouteRuntime* route) {
+// A request whose body (if any) has been read: its route's handler answers, or the route table's
+// own answer goes out (204, 404, 405).
+void Connection::answer(Request& request, const Selection& selection) {
   Response& response = worker_.scratch_response();
   response.clear();
-  if (request.target == "*") {  // OPTIONS * asks about the server as a whole
-    response.set_status(204);
-    response.add_header("Allow", "GET, HEAD, POST, PUT, DELETE, OPTIONS");
-  } else if (!route) {
-    response.set_status(404);
-  } else if (!method_allowed(request, *route)) {
-    std::string allow;
-    for (const std::string& m : route->config->methods)
-      allow.append(allow.empty() ? "" : ", ").append(m);
-    response.set_status(405);
-    response.add_header("Allow", allow);
+  if (selection.route) {
+    selection.route->handler->handle(request, response);
   } else {
-    route->handler->handle(request, response);
+    response.set_status(selection.status);
+    if (!selection.allow.empty()) response.add_header("Allow", selection.allow);
   }
-  finish_response(request, response, &site);
+  send_response(request, response, selection.site);
 }
 
-bool Connection::process_body() {
-  BodyWait& wait = *body_wait_;
-  const uint64_t limit = worker_.limits().max_body_bytes;
-  bool complete = false;
-  int error = 0;
-  while (start_ < end_ && !complete) {
-    std::string_view input(buffer_ + start_, end_ - start_);
-    std::string_view data;
-    if (chunked_) {
-      http1::ChunkedDecoder::Result r = chunked_->decode(input);
-      start_ += static_cast<uint32_t>(r.consumed);
-      if (r.status == http1::ChunkedDecoder::Status::kError) {
-        error = 400;
-        break;
-      }
-      data = r.data;
-      if (r.status == http1::ChunkedDecoder::Status::kDone) complete = true;
-      if (r.consumed == 0 && r.status == http1::ChunkedDecoder::Status::kNeedMore) break;
-    } else {
-      size_t take = static_cast<size_t>(std::min<uint64_t>(input.size(), wait.remaining));
-      data = input.substr(0, take);
-      start_ += static_cast<uint32_t>(take);
-      wait.remaining -= take;
-      complete = wait.remaining == 0;
-    }
-    wait.received += data.size();
-    if (wait.received > limit) {
-      error = 413;
-      break;
-    }
-    if (wait.keep) wait.body.append(data);
-  }
-  if (error) {
-    std::unique_ptr<BodyWait> failed = std::move(body_wait_);
-    chunked_.reset();
-    state_ = State::kHead;
-    respond_error(error, &failed->request, failed->site);
-    return false;
-  }
-  if (!complete) {
-    // The head must stay where it is (the request points into it): move what the decoder has
-    // not taken yet (a partial chunk-size line) back to the start of the space after it.
-    uint32_t left = end_ - start_;
-    if (start_ != wait.origin) std::memmove(buffer_ + wait.origin, buffer_ + start_, left);
-    start_ = wait.origin;
-    end_ = wait.origin + left;
-    set_timer(worker_.body_timers);
-    return false;
-  }
-  std::unique_ptr<BodyWait> done = std::move(body_wait_);
-  chunked_.reset();
-  state_ = State::kHead;
-  done->request.body = done->body;
-  dispatch(done->request, *done->site, done->route);
+// ---- The request body ------------------------------------------------------------------------
+
+// The request goes on past this batch of events (a body to read, or an exchange): copy it out of
+// the worker's scratch request, which the next connection reuses.
+InFlight& Connection::hold_request(const Request& request, const Selection& selection) {
+  flight_ = std::make_unique<InFlight>();
+  InFlight& f = *flight_;
+  f.request.assign(request);
+  f.routes = worker_.routes_ref();
+  f.selection = selection;
+  f.origin = start_;
+  f.body.start(request, worker_.limits().max_body_bytes);
+  return f;
+}
+
+// RFC 9110 10.1.1: a client waiting for 100 (Continue) gets it once we are about to read its
+// body, unless the body is already on its way. Returns true when the 100 was queued.
+bool Connection::invite_body(const Request& request) {
+  if (!request.expect_continue || !request.has_body() || start_ != end_) return false;
+  worker_.scratch_output().append(kContinue);
   return true;
 }
+
+// The one reader of request bodies, for kBody and kExchange alike: decodes what the read buffer
+// holds and hands it on (to the buffer of a handler that wants it, nowhere, or the exchange).
+// Returns true when a kBody request was answered (its body complete). False when nothing more can
+// be done now: more bytes are needed, the exchange paused or ended, or the body was refused.
+bool Connection::read_body() {
+  InFlight* f = flight_.get();
+  const bool streamed = state_ == State::kExchange;
+  while (start_ < end_ && !f->body.done() && !(streamed && (!f->exchange || f->body_paused))) {
+    RequestBody::Piece piece = f->body.next(std::string_view(buffer_ + start_, end_ - start_));
+    start_ += static_cast<uint32_t>(piece.consumed);
+    if (piece.error) {
+      reject_body(piece.error);
+      return false;
+    }
+    if (piece.consumed == 0) break;  // a partial chunk-size line: wait for the rest
+    if (!streamed) {
+      if (f->keep_body) f->buffered.append(piece.data);
+    } else if ((!piece.data.empty() || piece.last) && !deliver(f, piece.data, piece.last)) {
+      return false;  // the exchange ended meanwhile
+    }
+  }
+  if (f->body.done()) {
+    if (timer.list == &worker_.body_timers) event::TimerList::disarm(timer);
+    if (streamed) return false;
+    std::unique_ptr<InFlight> done = std::move(flight_);
+    state_ = State::kHead;
+    done->request.body = done->buffered;
+    answer(done->request, done->selection);
+    return true;
+  }
+  // The head must stay where it is (the request points into it): move what the decoder has not
+  // taken yet (a partial chunk-size line) to just after it.
+  uint32_t left = end_ - start_;
+  if (start_ != f->origin) std::memmove(buffer_ + f->origin, buffer_ + start_, left);
+  start_ = f->origin;
+  end_ = f->origin + left;
+  if (!f->body_paused) set_timer(worker_.body_timers);
+  return false;
+}
+
+// After a 101: what the client sends goes to the exchange as it is.
+void Connection::read_tunnel() {
+  InFlight* f = flight_.get();
+  while (start_ < end_ && f->exchange && !f->body_paused) {
+    std::string_view bytes(buffer_ + start_, end_ - start_);
+    start_ = end_;
+    if (!deliver(f, bytes, false)) return;
+  }
+  uint32_t left = end_ - start_;
+  if (start_ != f->origin) std::memmove(buffer_ + f->origin, buffer_ + start_, left);
+  start_ = f->origin;
+  end_ = f->origin + left;
+}
+
+// Hands bytes to the exchange. Returns false when the exchange ended meanwhile (it answered, or
+// gave up): `f` is then gone.
+bool Connection::deliver(InFlight* f, std::string_view bytes, bool last) {
+  Exchange* exchange = f->exchange;
+  bool was_processing = in_process_;
+  in_process_ = true;  // if the exchange ends in on_body(), our caller carries on
+  bool more = exchange->on_body(bytes, last);
+  in_process_ = was_processing;
+  if (state_ != State::kExchange || flight_.get() != f) return false;
+  if (!more) f->body_paused = true;
+  return true;
+}
+
+// The request body turned out bad (malformed chunks, more than max_body_bytes): the request is
+// answered with `status` and the connection closes, since the rest of the stream cannot be
+// trusted. Once part of an exchange's answer is out, only the close is left.
+void Connection::reject_body(int status) {
+  if (status == 400) LOG_INFO("client sent a malformed chunked body");
+  InFlight* f = flight_.get();
+  const bool head_sent = f->head_sent;
+  abort_exchange();
+  if (head_sent) {
+    close_now();
+    return;
+  }
+  drop_flight();  // freed after this batch of events: the request stays valid for the answer
+  state_ = State::kHead;
+  start_ = end_;
+  respond_error(status, &f->request, f->selection.site);
+}
+
+// ---- The response ----------------------------------------------------------------------------
 
 void Connection::respond_error(int status, const Request* request, SiteRuntime* site) {
   Response& response = worker_.scratch_response();
@@ -436,7 +419,7 @@ void Connection::respond_error(int status, const Request* request, SiteRuntime* 
     linger_on_close_ = true;
   }
   if (request) {
-    finish_response(*request, response, site);
+    send_response(*request, response, site);
     return;
   }
   Request& blank = worker_.scratch_request();
@@ -445,64 +428,88 @@ void Connection::respond_error(int status, const Request* request, SiteRuntime* 
   blank.peer_len = peer_len_;
   blank.method_text = "-";
   blank.target = "-";
-  finish_response(blank, response, &worker_.routes().default_site());
+  send_response(blank, response, &worker_.routes().default_site());
 }
 
-void Connection::finish_response(const Request& request, Response& response, SiteRuntime* site) {
-  int status = response.status();
-  if (status >= 400 && response.body_length() == 0) {
-    bool custom = false;
-    if (site && site->error_pages) {
-      auto page = site->config->error_pages.find(status);
-      if (page != site->config->error_pages.end())
-        custom = site->error_pages->serve_error_page(page->second, status, request, response);
-    }
-    if (!custom) default_error_body(response);
-  }
-  bool keep = keep_alive_allowed(request, response);
-  if (!keep) keep_alive_ = false;
-  write_head(&request, response, keep);
-  std::string& head = worker_.scratch_output().bytes();
-  if (status_has_body(status)) {
-    head.append("Content-Length: ");
-    append_decimal(head, response.body_length());
-    head.append("\r\n");
-  }
-  head.append("\r\n");
-
-  OutputQueue& out = worker_.scratch_output();
-  if (!request.is_head() && status_has_body(status)) {
-    for (const Response::Segment& s : response.segments()) {
-      switch (s.kind) {
-        case Response::Segment::Kind::kOwned:
-          out.append(response.owned_bytes(s));
-          break;
-        case Response::Segment::Kind::kBorrowed:
-          out.append(std::string_view(s.data, s.length));
-          break;
-        case Response::Segment::Kind::kFile:
-          out.append_file(s.file, s.file_offset, s.length);
-          break;
-      }
-    }
-  }
+// A complete response: an empty 4xx/5xx body becomes the site's error page (or a small default
+// page), then the head, the body and the access log line.
+void Connection::send_response(const Request& request, Response& response, SiteRuntime* site) {
+  const int status = response.status();
+  if (status >= 400 && response.body_length() == 0)
+    (site ? *site : worker_.routes().default_site()).fill_error_body(request, response);
+  write_response(request, response, static_cast<int64_t>(response.body_length()));
   if (site && site->access_log)
     site->access_log->log(request, status, request.is_head() ? 0 : response.body_length(),
                           worker_.clock().wall_seconds);
 }
 
-void Connection::write_head(const Request* request, Response& response, bool keep_alive) {
+// The one writer of responses, complete and streamed: the head (status line, Date and Server,
+// Connection, the handler's headers, how the body is delimited), then whatever body the Response
+// carries: all of a complete one, the start of a streamed one. `content_length` < 0 means not
+// known yet (a streamed body): chunked to HTTP/1.1 clients, close-delimited to HTTP/1.0 ones.
+// Also decides whether the connection stays open after this response.
+Connection::Framing Connection::write_response(const Request& request, const Response& response,
+                                               int64_t content_length) {
+  const int status = response.status();
+  bool keep = keep_alive_allowed(request, response);
+  Framing framing = Framing::kNone;
+  if (status == 101) {
+    keep = false;  // the connection now belongs to the protocol switched to
+  } else if (!status_has_body(status)) {
+    // 1xx, 204, 304: no framing header at all
+  } else if (content_length >= 0) {
+    framing = Framing::kLength;
+  } else if (request.is_head()) {
+    // the length is unknown and there is no body: nothing to announce
+  } else if (request.version_minor >= 1) {
+    framing = Framing::kChunked;
+  } else {
+    framing = Framing::kClose;  // HTTP/1.0 and no length: the end of the body is the close
+    keep = false;
+  }
+  if (!keep) keep_alive_ = false;
+
   std::string& out = worker_.scratch_output().bytes();
-  int status = response.status();
   out.append(status_line(status));
   out.append(worker_.date_and_server_lines());
-  if (!keep_alive) {
+  if (status == 101) {
+    // the handler's "Connection: upgrade" says it all
+  } else if (!keep) {
     out.append("Connection: close\r\n");
-  } else if (request && request->version_minor == 0) {
+  } else if (request.version_minor == 0) {
     out.append("Connection: keep-alive\r\n");
   }
   out.append(response.prebuilt_headers());
   out.append(response.extra_headers());
+  if (framing == Framing::kLength) {
+    out.append("Content-Length: ");
+    append_decimal(out, static_cast<uint64_t>(content_length));
+    out.append("\r\n");
+  } else if (framing == Framing::kChunked) {
+    out.append("Transfer-Encoding: chunked\r\n");
+  }
+  out.append("\r\n");
+
+  // No body for HEAD, nor when the status has none (kNone). An empty chunk would end a chunked
+  // body. Bytes are copied; file regions are queued for sendfile.
+  if (request.is_head() || framing == Framing::kNone || response.body_length() == 0) return framing;
+  OutputQueue& queue = worker_.scratch_output();
+  if (framing == Framing::kChunked) append_chunk_size(out, response.body_length());
+  for (const Response::Segment& s : response.segments()) {
+    switch (s.kind) {
+      case Response::Segment::Kind::kOwned:
+        out.append(response.owned_bytes(s));
+        break;
+      case Response::Segment::Kind::kBorrowed:
+        out.append(std::string_view(s.data, s.length));
+        break;
+      case Response::Segment::Kind::kFile:
+        queue.append_file(s.file, s.file_offset, s.length);
+        break;
+    }
+  }
+  if (framing == Framing::kChunked) out.append("\r\n");
+  return framing;
 }
 
 bool Connection::keep_alive_allowed(const Request& request, const Response& response) const {
@@ -568,8 +575,8 @@ void Connection::finish_closing() {
   }
   ::shutdown(fd_, SHUT_WR);
   state_ = State::kLinger;
-  body_wait_.reset();
-  chunked_.reset();
+  abort_exchange();  // none here in practice: an exchange ends before its connection closes
+  drop_flight();     // a body still unread, for a handler that will not run now
   release_buffer();
   set_timer(worker_.linger_timers);
   if (!ensure_registered()) close_now();
@@ -579,7 +586,7 @@ void Connection::on_timeout() {
   if (state_ == State::kClosed) return;
   bool mid_request =
       !pending_ && ((state_ == State::kHead && start_ < end_) || state_ == State::kBody ||
-                    (state_ == State::kExchange && !flight_->head_sent && !flight_->body_done));
+                    (state_ == State::kExchange && !flight_->head_sent && !flight_->body.done()));
   if (mid_request) {
     LOG_INFO("closing a connection: the client was too slow to send its request");
     ssize_t ignored = ::send(fd_, kTimeoutResponse.data(), kTimeoutResponse.size(), MSG_NOSIGNAL);
@@ -605,9 +612,7 @@ void Connection::close_now() {
   ::close(fd_);  // also removes it from the epoll set
   release_buffer();
   pending_.reset();
-  body_wait_.reset();
   drop_flight();
-  chunked_.reset();
   worker_.close_connection(this);
 }
 
@@ -631,17 +636,8 @@ void Connection::set_timer(event::TimerList& list) {
 
 // ---- Asynchronous handlers -------------------------------------------------------------------
 
-void Connection::start_exchange(Request& request, SiteRuntime& site, const RouteRuntime& route) {
-  flight_ = std::make_unique<InFlight>();
-  InFlight& f = *flight_;
-  f.request.assign(request);
-  f.routes = worker_.routes_ref();
-  f.site = &site;
-  f.origin = start_;
-  f.has_body = request.has_body();
-  f.body_done = !f.has_body;
-  f.remaining = request.chunked ? 0 : static_cast<uint64_t>(request.content_length);
-  if (request.chunked) chunked_ = std::make_unique<http1::ChunkedDecoder>();
+void Connection::start_exchange(Request& request, const Selection& selection) {
+  InFlight& f = hold_request(request, selection);
   if (local_len_ == 0) {
     local_len_ = sizeof local_;
     if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&local_), &local_len_) != 0) local_len_ = 0;
@@ -650,97 +646,21 @@ void Connection::start_exchange(Request& request, SiteRuntime& site, const Route
   f.request.local_len = local_len_;
   state_ = State::kExchange;
   event::TimerList::disarm(timer);
-  if (request.expect_continue && f.has_body && start_ == end_) {
-    worker_.scratch_output().append(kContinue);
+  if (invite_body(request)) {
     queue_scratch_output();
     if (state_ == State::kClosed) return;
   }
-  Exchange* exchange = route.stream->start(f.request, *this);
+  Exchange* exchange = selection.route->stream->start(f.request, *this);
   // start() may have answered at once (respond/fail), ending the exchange already.
   if (state_ == State::kExchange && flight_) flight_->exchange = exchange;
 }
 
-// Hands buffered body bytes (or tunnelled bytes) to the exchange. Returns false when nothing more
-// can be done now.
-bool Connection::process_exchange_input() {
-  if (state_ != State::kExchange) return false;
-  InFlight* f = flight_.get();
-  const uint64_t limit = worker_.limits().max_body_bytes;
-  while (state_ == State::kExchange && flight_.get() == f && f->exchange && !f->body_paused &&
-         (!f->body_done || f->tunnel) && start_ < end_) {
-    std::string_view input(buffer_ + start_, end_ - start_);
-    std::string_view data;
-    bool last = false;
-    if (f->tunnel) {
-      data = input;
-      start_ = end_;
-    } else if (chunked_) {
-      http1::ChunkedDecoder::Result r = chunked_->decode(input);
-      start_ += static_cast<uint32_t>(r.consumed);
-      if (r.status == http1::ChunkedDecoder::Status::kError) {
-        LOG_INFO("client sent a malformed chunked body");
-        reject_exchange_body(400, nullptr, nullptr);
-        return false;
-      }
-      data = r.data;
-      last = r.status == http1::ChunkedDecoder::Status::kDone;
-      if (r.consumed == 0 && !last) break;
-    } else {
-      size_t take = static_cast<size_t>(std::min<uint64_t>(input.size(), f->remaining));
-      data = input.substr(0, take);
-      start_ += static_cast<uint32_t>(take);
-      f->remaining -= take;
-      last = f->remaining == 0;
-    }
-    if (!f->tunnel) {
-      f->received += data.size();
-      if (f->received > limit) {  // a chunked body larger than allowed
-        reject_exchange_body(413, &f->request, f->site);
-        return false;
-      }
-      if (last) {
-        f->body_done = true;
-        chunked_.reset();
-      }
-    }
-    if (data.empty() && !last) continue;
-    Exchange* exchange = f->exchange;
-    bool was_processing = in_process_;
-    in_process_ = true;  // if the exchange ends in on_body(), our caller carries on
-    bool more = exchange->on_body(data, last);
-    in_process_ = was_processing;
-    if (state_ != State::kExchange || flight_.get() != f) return false;  // it ended meanwhile
-    if (!more) f->body_paused = true;
-  }
-  if (state_ != State::kExchange || flight_.get() != f) return false;
-  // Keep the head where it is; move what is left (a partial chunk line) to just after it.
-  uint32_t left = end_ - start_;
-  if (start_ != f->origin && (!f->body_done || f->tunnel)) {
-    std::memmove(buffer_ + f->origin, buffer_ + start_, left);
-    start_ = f->origin;
-    end_ = f->origin + left;
-  }
-  if (!f->body_done && !f->body_paused && !f->tunnel) set_timer(worker_.body_timers);
-  if (f->body_done && !f->tunnel && timer.list == &worker_.body_timers)
-    event::TimerList::disarm(timer);
-  return true;
-}
-
-// The request body turned out bad: the exchange is aborted and the client gets `status` (or,
-// once part of the answer is out, a close). `request` may point into the in-flight state: it is
-// freed only after this batch of events.
-void Connection::reject_exchange_body(int status, const Request* request, SiteRuntime* site) {
-  const bool head_sent = flight_->head_sent;
-  abort_exchange();
-  if (head_sent) {
-    close_now();
-    return;
-  }
-  drop_flight();
-  chunked_.reset();
-  state_ = State::kHead;
-  start_ = end_;
-  respond_error(status, request, site);
+// Hands what the client sent (body bytes, or tunnelled bytes) to the exchange.
+void Connection::feed_exchange() {
+  if (flight_->tunnel)
+    read_tunnel();
+  else
+    read_body();
 }
 
 void Connection::on_exchange_ready(uint32_t readiness) {
@@ -756,8 +676,8 @@ void Connection::on_exchange_ready(uint32_t readiness) {
     }
   }
   if (!(readiness & (event::kIn | event::kHangup))) return;
-  if (!f->tunnel && (f->body_done || f->body_paused)) {
-    if ((readiness & event::kHangup) && f->body_done) {
+  if (!f->tunnel && (f->body.done() || f->body_paused)) {
+    if ((readiness & event::kHangup) && f->body.done()) {
       // The client closed (or half-closed) while waiting for its answer: give up on it.
       close_now();
       return;
@@ -773,7 +693,7 @@ void Connection::resume_body() {
   InFlight* f = flight_.get();
   if (!f->body_paused) return;
   f->body_paused = false;
-  process_exchange_input();
+  feed_exchange();
   if (state_ == State::kHead) {  // ended (or failed on the body) while we fed it
     continue_after_exchange();
     return;
@@ -812,11 +732,11 @@ void Connection::respond(Response& response) {
   if (state_ != State::kExchange || !flight_) return;
   InFlight& f = *flight_;
   f.exchange = nullptr;
-  if (!f.body_done) {  // answered before the whole body arrived: the rest cannot be trusted
+  if (!f.body.done()) {  // answered before the whole body arrived: the rest cannot be trusted
     keep_alive_ = false;
     linger_on_close_ = true;
   }
-  finish_response(f.request, response, f.site);
+  send_response(f.request, response, f.selection.site);
   queue_scratch_output();
   end_exchange();
 }
@@ -824,57 +744,17 @@ void Connection::respond(Response& response) {
 bool Connection::send_head(Response& head, int64_t content_length) {
   if (state_ != State::kExchange || !flight_) return false;
   InFlight& f = *flight_;
-  const Request& request = f.request;
   const int status = head.status();
   f.head_sent = true;
   f.status = status;
-  std::string& out = worker_.scratch_output().bytes();
-  if (status == 101) {
+  if (status == 101) {  // from now on raw bytes both ways, until either side closes
     f.tunnel = true;
-    f.body_done = true;
-    chunked_.reset();
-    out.append(status_line(101));
-    out.append(worker_.date_and_server_lines());
-    out.append(head.extra_headers());
-    out.append("\r\n");
-    keep_alive_ = false;
     event::TimerList::disarm(timer);
-  } else {
-    f.body_allowed = !request.is_head() && status_has_body(status);
-    bool keep = keep_alive_allowed(request, head);
-    std::string_view framing;
-    std::string length_line;
-    if (!status_has_body(status)) {
-      // no framing header at all
-    } else if (content_length >= 0) {
-      length_line = "Content-Length: ";
-      append_decimal(length_line, static_cast<uint64_t>(content_length));
-      length_line.append("\r\n");
-      framing = length_line;
-    } else if (request.is_head()) {
-      // the length is unknown and there is no body: nothing to announce
-    } else if (request.version_minor >= 1) {
-      framing = "Transfer-Encoding: chunked\r\n";
-      f.chunked_out = true;
-    } else {
-      keep = false;  // HTTP/1.0 and no length: the end of the body is the close
-    }
-    if (!f.body_done) keep = false;
-    if (!keep) keep_alive_ = false;
-    write_head(&request, head, keep);
-    out.append(framing);
-    out.append("\r\n");
-    if (f.body_allowed && head.body_length() > 0) {  // body bytes given with the head go first
-      f.body_bytes_sent += head.body_length();
-      if (f.chunked_out) append_chunk_size(out, head.body_length());
-      for (const Response::Segment& s : head.segments())
-        if (s.kind != Response::Segment::Kind::kFile)
-          out.append(s.kind == Response::Segment::Kind::kOwned
-                         ? head.owned_bytes(s)
-                         : std::string_view(s.data, s.length));
-      if (f.chunked_out) out.append("\r\n");
-    }
   }
+  if (!f.body.done()) keep_alive_ = false;  // answered before the whole body arrived
+  f.chunked_out = write_response(f.request, head, content_length) == Framing::kChunked;
+  f.body_allowed = !f.request.is_head() && status_has_body(status);
+  if (f.body_allowed) f.body_bytes_sent += head.body_length();  // sent with the head
   // In a tunnel, bytes the client sent with its handshake go out with its next bytes (clients
   // wait for the 101 before they send, RFC 6455 4.1).
   return write_for_exchange();
@@ -923,8 +803,9 @@ void Connection::finish() {
 }
 
 void Connection::log_streamed(const InFlight& f) {
-  if (f.site && f.site->access_log)
-    f.site->access_log->log(f.request, f.status, f.body_bytes_sent, worker_.clock().wall_seconds);
+  SiteRuntime* site = f.selection.site;
+  if (site && site->access_log)
+    site->access_log->log(f.request, f.status, f.body_bytes_sent, worker_.clock().wall_seconds);
 }
 
 void Connection::fail(int status) {
@@ -946,9 +827,8 @@ void Connection::fail(int status) {
 
 void Connection::end_exchange() {
   if (state_ != State::kExchange) return;
-  bool body_done = flight_->body_done;
+  bool body_done = flight_->body.done();
   drop_flight();
-  chunked_.reset();
   state_ = State::kHead;
   if (!body_done) {
     keep_alive_ = false;

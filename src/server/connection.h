@@ -19,9 +19,8 @@
 namespace peregrine::server {
 
 class Worker;
+struct Selection;
 struct SiteRuntime;
-struct RouteRuntime;
-struct BodyWait;
 struct InFlight;
 
 class Connection final : public event::Pollable,
@@ -41,7 +40,7 @@ class Connection final : public event::Pollable,
   void close_now();
   bool closed() const { return state_ == State::kClosed; }
 
-  // ---- Downstream: what an asynchronous handler's exchange calls (see exchange.h) ----
+  // ---- Downstream: what an asynchronous handler's exchange calls (handlers/stream_handler.h) ----
   void resume_body() override;
   void respond(Response& response) override;
   bool send_head(Response& head, int64_t content_length) override;
@@ -57,36 +56,46 @@ class Connection final : public event::Pollable,
  private:
   enum class State : uint8_t {
     kHead,      // waiting for / parsing a request head
-    kBody,      // reading a request body: kept for a handler that wants it, else dropped
+    kBody,      // reading a request body (InFlight): kept for a handler that wants it, else dropped
     kExchange,  // an asynchronous handler owns the request (InFlight); the body streams to it
     kLinger,    // response sent, write side shut: draining what the client still sends
     kClosed,
   };
+  // How a response's body is delimited on the wire.
+  enum class Framing : uint8_t { kNone, kLength, kChunked, kClose };
 
   void on_readable();
   void process();
   bool process_head();
-  bool process_body();
   void handle_request(size_t head_length);
-  void dispatch(Request& request, SiteRuntime& site, const RouteRuntime* route);
-  bool method_allowed(const Request& request, const RouteRuntime& route) const;
-  void start_exchange(Request& request, SiteRuntime& site, const RouteRuntime& route);
-  bool process_exchange_input();
+  void answer(Request& request, const Selection& selection);
+
+  // ---- The request body (kBody and kExchange) ----
+  InFlight& hold_request(const Request& request, const Selection& selection);
+  bool invite_body(const Request& request);
+  bool read_body();
+  void read_tunnel();
+  bool deliver(InFlight* f, std::string_view bytes, bool last);
+  void reject_body(int status);
+
+  // ---- Asynchronous handlers ----
+  void start_exchange(Request& request, const Selection& selection);
+  void feed_exchange();
   void on_exchange_ready(uint32_t readiness);
   void end_exchange();
   void continue_after_exchange();
   void queue_scratch_output();
   bool write_for_exchange();
   void abort_exchange();
-  void reject_exchange_body(int status, const Request* request, SiteRuntime* site);
   void log_streamed(const InFlight& f);
   void drop_flight();
+
+  // ---- The response ----
   void respond_error(int status, const Request* request, SiteRuntime* site);
-  void finish_response(const Request& request, Response& response, SiteRuntime* site);
-  // Status line, Date/Server, Connection and the response's headers; the caller adds the framing
-  // header (Content-Length / Transfer-Encoding) and the blank line.
-  void write_head(const Request* request, Response& response, bool keep_alive);
+  void send_response(const Request& request, Response& response, SiteRuntime* site);
+  Framing write_response(const Request& request, const Response& response, int64_t content_length);
   bool keep_alive_allowed(const Request& request, const Response& response) const;
+
   void flush();
   void become_idle_or_wait();
   void finish_closing();
@@ -110,9 +119,7 @@ class Connection final : public event::Pollable,
   uint32_t end_ = 0;                      // one past the last received byte
   std::unique_ptr<OutputQueue> pending_;  // what the socket has not taken yet
   http1::RequestParser parser_;
-  std::unique_ptr<http1::ChunkedDecoder> chunked_;
-  std::unique_ptr<BodyWait> body_wait_;
-  std::unique_ptr<InFlight> flight_;  // kExchange
+  std::unique_ptr<InFlight> flight_;  // kBody, kExchange
   union {
     sockaddr sa;
     sockaddr_in v4;

@@ -1,14 +1,26 @@
 #include "server/route_table.h"
 
+#include "core/strings.h"
 #include "handlers/fastcgi/fastcgi_handler.h"
 #include "handlers/proxy/proxy_handler.h"
 #include "handlers/return/return_handler.h"
+#include "http/path.h"
 #include "http/router.h"
+#include "http/status.h"
 #include "upstream/health_check.h"
 
 namespace peregrine::server {
 
 namespace {
+
+// What OPTIONS * answers: the methods some route of this server may take.
+constexpr std::string_view kServerMethods = "GET, HEAD, POST, PUT, DELETE, OPTIONS";
+
+std::string allow_value(const std::vector<std::string>& methods) {
+  std::string allow;
+  for (const std::string& m : methods) allow.append(allow.empty() ? "" : ", ").append(m);
+  return allow;
+}
 
 std::string position(const config::Route& route) {
   return route.pos.file + ":" + std::to_string(route.pos.line) + ":" +
@@ -101,7 +113,8 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
           break;
         }
       }
-      runtime.routes.push_back({&route, std::move(handler), std::move(stream)});
+      runtime.routes.push_back(
+          {&route, std::move(handler), std::move(stream), allow_value(route.methods)});
     }
     if (!site.error_pages.empty() && !site.static_files.root.empty()) {
       config::StaticOptions pages = site.static_files;
@@ -118,6 +131,67 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
     table->sites_.push_back(std::move(runtime));
   }
   return table;
+}
+
+Selection RouteTable::select(Request& request) {
+  Selection selection;
+  SiteRuntime& site = site_for(request.host);
+  selection.site = &site;
+  if (request.target == "*") {
+    request.path = "*";
+  } else if (http::path_is_normal(request.raw_path)) {
+    request.path = request.raw_path;  // the common case: no copy
+  } else if (http::normalize_path(request.raw_path, request.path_storage) ==
+             http::PathStatus::kOk) {
+    request.path = request.path_storage;
+  } else {
+    selection.status = 400;
+    return selection;
+  }
+  if (request.method == Method::kUnknown) {
+    selection.status = 501;
+    return selection;
+  }
+  if (request.content_length > 0 &&
+      static_cast<uint64_t>(request.content_length) > config_->limits.max_body_bytes) {
+    selection.status = 413;
+    return selection;
+  }
+  if (request.target == "*") {
+    selection.status = 204;
+    selection.allow = kServerMethods;
+    return selection;
+  }
+  for (const RouteRuntime& route : site.routes) {
+    if (!http::route_matches(*route.config, request.path)) continue;
+    if (!http::method_allowed(*route.config, request.method_text)) {
+      selection.status = 405;
+      selection.allow = route.allow;
+      return selection;
+    }
+    selection.route = &route;
+    return selection;
+  }
+  selection.status = 404;
+  return selection;
+}
+
+void SiteRuntime::fill_error_body(const Request& request, Response& response) const {
+  const int status = response.status();
+  if (error_pages) {
+    auto page = config->error_pages.find(status);
+    if (page != config->error_pages.end() &&
+        error_pages->serve_error_page(page->second, status, request, response))
+      return;
+  }
+  std::string_view reason = http::reason_phrase(status);
+  std::string body = "<!DOCTYPE html>\n<html><head><title>";
+  append_decimal(body, static_cast<uint64_t>(status));
+  body.append(" ").append(reason).append("</title></head><body><h1>");
+  append_decimal(body, static_cast<uint64_t>(status));
+  body.append(" ").append(reason).append("</h1></body></html>\n");
+  response.set_content_type("text/html; charset=utf-8");
+  response.set_body(body);
 }
 
 SiteRuntime& RouteTable::site_for(std::string_view host) {

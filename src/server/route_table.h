@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.h"
@@ -18,6 +19,7 @@
 #include "handlers/stream_handler.h"
 #include "peregrine/handler.h"
 #include "peregrine/ref_counted.h"
+#include "peregrine/request.h"
 #include "peregrine/server.h"
 #include "server/access_log.h"
 #include "upstream/group_runtime.h"
@@ -34,6 +36,7 @@ struct RouteRuntime {
   // that answers later from the worker's loop (FastCGI, proxy).
   std::shared_ptr<Handler> handler;
   std::shared_ptr<handlers::StreamHandler> stream;
+  std::string allow;  // the route's `methods` as an Allow value, built once; empty: any method
 };
 
 struct SiteRuntime {
@@ -41,6 +44,29 @@ struct SiteRuntime {
   std::vector<RouteRuntime> routes;
   std::unique_ptr<static_files::StaticHandler> error_pages;  // null without error_pages
   std::unique_ptr<AccessLogBuffer> access_log;               // null when off
+
+  // Gives an error response without a body (4xx/5xx) the site's page for its status, or a small
+  // default page. Every client connection does this before writing a complete response, whatever
+  // its protocol.
+  void fill_error_body(const Request& request, Response& response) const;
+};
+
+// The route table's answer about one request. The site is always set: its error pages and access
+// log apply whatever the answer. Either `route` is set and its handler runs, or `status` says
+// what to answer instead.
+struct Selection {
+  SiteRuntime* site = nullptr;
+  const RouteRuntime* route = nullptr;
+  // 0 with a route. Otherwise one of
+  //   400 the path does not normalize          413 the declared body exceeds max_body_bytes
+  //   501 a method this server does not know   204 OPTIONS * (about the server as a whole)
+  //   404 no route matches the path            405 the route does not take this method
+  int status = 0;
+  std::string_view allow;  // the Allow value that goes with 204 and 405
+
+  // 400, 413 and 501 refuse the request as a whole: it is answered before its body is read (the
+  // connection does not read it). 204, 404 and 405 are answers like a handler's.
+  bool refused() const { return status == 400 || status == 413 || status == 501; }
 };
 
 class RouteTable : public RefCounted {
@@ -53,9 +79,13 @@ class RouteTable : public RefCounted {
   ~RouteTable() override;
 
   const config::Config& config() const { return *config_; }
+  // Where a request goes: its site by Host, then the first route of that site matching its path
+  // (in declared order) and taking its method. Sets `request.path` (percent-decoded, dot-segments
+  // removed; "*" for OPTIONS *) from the target, which is why the request is not const: every
+  // client protocol asks this one question once the head is parsed, before any body is read.
+  Selection select(Request& request);
   SiteRuntime& site_for(std::string_view host);
   SiteRuntime& default_site() { return sites_[config_->default_site]; }
-  std::vector<SiteRuntime>& sites() { return sites_; }
   void flush_logs();
 
  private:

@@ -62,5 +62,18 @@ TEST(Router, RouteKinds) {
   EXPECT_FALSE(route_matches(make_route(config::MatchKind::kRegex, "^/old/(.*)$"), "/new/x"));
 }
 
+TEST(Router, MethodAllowed) {
+  config::Route any = make_route(config::MatchKind::kPrefix, "/");
+  EXPECT_TRUE(method_allowed(any, "GET"));
+  EXPECT_TRUE(method_allowed(any, "PROPFIND"));
+  config::Route listed = any;
+  listed.methods = {"GET", "POST"};
+  EXPECT_TRUE(method_allowed(listed, "GET"));
+  EXPECT_TRUE(method_allowed(listed, "POST"));
+  EXPECT_FALSE(method_allowed(listed, "HEAD"));
+  EXPECT_FALSE(method_allowed(listed, "get"));  // methods are case-sensitive (RFC 9110 9.1)
+  EXPECT_FALSE(method_allowed(listed, "GETX"));
+}
+
 }  // namespace
 }  // namespace peregrine::http
