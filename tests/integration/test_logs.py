@@ -258,7 +258,7 @@ max_fails = 0
 tries = 1
 """
 DEAD_ROUTE = '[[site.route]]\nprefix = "/dead"\nproxy = "http://dead"\n' + STATIC_FALLBACK
-DEAD_LINE = "proxy: upstream 127.0.0.1:1"
+DEAD_LINE = "proxy upstream 127.0.0.1:1 "
 
 
 class ErrorLogUnderLoadTest(ServerTestCase):
