@@ -84,6 +84,10 @@ class Waiter : public event::TimerOwner {
   Waiter* queue_prev = nullptr;
   Waiter* queue_next = nullptr;
   GroupRuntime* queued_in = nullptr;
+  // Set by a kind of waiter that looks for its own kind in the queue (FastCGI pipelining), so
+  // that it can tell without RTTI: a dynamic_cast through the exchange's multiple bases cost
+  // more than the whole request once the queue is long.
+  const void* kind = nullptr;
 
  protected:
   Waiter() { queue_timer.owner = this; }

@@ -30,7 +30,9 @@ namespace {
 constexpr uint16_t kRequestId = 1;
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kPipelineMax = 16 * 1024;  // larger requests are not sent ahead
-constexpr size_t kPipelineScan = 8;         // queued requests looked at for one to send ahead
+// Marks FastcgiExchange waiters in a group's queue (upstream::Waiter::kind).
+constexpr char kWaiterKind = 0;
+constexpr size_t kPipelineScan = 8;  // queued requests looked at for one to send ahead
 // A streamed body is sent in pieces of up to fastcgi_buffer; bytes that wait for more are sent
 // at the latest this long after they arrived (a script that trickles its output).
 constexpr int64_t kStreamFlushMs = 50;
@@ -80,6 +82,7 @@ class FastcgiExchange final : public upstream::UpstreamExchange,
         handler_(handler),
         target_(std::move(target)),
         reader_(kRequestId) {
+    kind = &kWaiterKind;
     flush_timer_owner_.exchange = this;
     flush_timer_.owner = &flush_timer_owner_;
     // body buffers are taken when a body starts
@@ -522,8 +525,8 @@ void FastcgiExchange::take_follower() {
                                  ? nullptr
                                  : group_.find_waiter(
                                        [server](upstream::Waiter& w) {
-                                         auto* e = dynamic_cast<FastcgiExchange*>(&w);
-                                         return e && e->can_follow(server);
+                                         return w.kind == &kWaiterKind &&
+                                                static_cast<FastcgiExchange&>(w).can_follow(server);
                                        },
                                        kPipelineScan);
   if (!waiter) {  // a request that queues later may still follow us
