@@ -420,8 +420,12 @@ bool FastcgiExchange::decode_input(std::string_view& input) {
 
 void FastcgiExchange::start_head() {
   head_received_ = true;
-  if (body_.capacity() == 0) Spares<std::string, ResponseBody>::take(body_);
-  if (stage_.capacity() == 0) Spares<std::string, ResponseBody>::take(stage_);
+  // Recycled buffers, unless a retry's earlier head took them already. An empty std::string
+  // has its inline capacity, never 0: testing for 0 never took a spare, so every response
+  // allocated a fresh 128 KB body and the spares only filled up (php_info: 1.25x the CPU).
+  constexpr size_t kInline = std::string().capacity();
+  if (body_.capacity() <= kInline) Spares<std::string, ResponseBody>::take(body_);
+  if (stage_.capacity() <= kInline) Spares<std::string, ResponseBody>::take(stage_);
   const CgiHead& head = reader_.head();
   response_.set_status(head.status);
   if (head.has_content_type) response_.add_header("Content-Type", head.content_type);
