@@ -36,6 +36,10 @@ struct ListenAddress {
   int mode = -1;
   std::string owner;
   std::string group;
+  // TLS on this listener (certificates come from the sites). HTTP/2: offered through ALPN on a
+  // TLS listener (default on); on a plain one, h2c with prior knowledge (default off).
+  bool tls = false;
+  bool http2 = false;
   SourcePos pos;
 };
 

@@ -51,7 +51,8 @@ const std::vector<std::string_view> kLimitKeys = {
     "header_timeout",   "keepalive_timeout", "body_timeout",
     "send_timeout",     "shutdown_timeout",  "max_connections",
     "max_header_bytes", "max_body_bytes",    "max_requests_per_connection"};
-const std::vector<std::string_view> kListenKeys = {"address", "backlog", "mode", "owner", "group"};
+const std::vector<std::string_view> kListenKeys = {"address", "backlog", "mode", "owner",
+                                                   "group",   "tls",     "http2"};
 const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "default",
                                                  "root",
@@ -521,6 +522,10 @@ class Loader {
           address.backlog = static_cast<int>(value);
         }
       }
+      if (const toml::node* tls = table->get("tls")) reader_.read_bool(*tls, "listen.tls", &address.tls);
+      address.http2 = address.tls;
+      if (const toml::node* http2 = table->get("http2"))
+        reader_.read_bool(*http2, "listen.http2", &address.http2);
       if (text_node == nullptr) {
         reader_.error(node.source(), "listen table has no 'address'",
                       "e.g. { address = \"*:80\", backlog = 4096 }");

@@ -87,8 +87,10 @@ bool status_has_body(int status) {
 
 }  // namespace
 
-Connection::Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len)
+Connection::Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len,
+                       const ListenerOptions& listener)
     : worker_(worker),
+      listener_(listener),
       fd_(fd),
       parser_(http1::ParserLimits{
           .max_head_bytes = worker.limits().max_header_bytes,

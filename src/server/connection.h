@@ -19,6 +19,7 @@
 namespace peregrine::server {
 
 class Worker;
+struct ListenerOptions;
 struct Selection;
 struct SiteRuntime;
 struct InFlight;
@@ -27,7 +28,8 @@ class Connection final : public event::Pollable,
                          public event::TimerOwner,
                          public handlers::Downstream {
  public:
-  Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len);
+  Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len,
+             const ListenerOptions& listener);
   ~Connection();
 
   // Right after accept: the request is usually already there (TCP_DEFER_ACCEPT), so read at once
@@ -104,6 +106,7 @@ class Connection final : public event::Pollable,
   void set_timer(event::TimerList& list);
 
   Worker& worker_;
+  const ListenerOptions& listener_;  // the worker's Listener outlives its connections
   int fd_;
   State state_ = State::kHead;
   bool registered_ = false;

@@ -87,7 +87,11 @@ Worker::Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config
       // Room for the largest head the parser accepts plus some body bytes behind it. A reload
       // that raises max_header_bytes takes effect for heads up to this size (restart for more).
       buffers_(config->limits.max_header_bytes + 4096) {
-  for (int fd : listen_fds) listeners_.push_back(std::make_unique<Listener>(*this, fd));
+  for (size_t i = 0; i < listen_fds.size(); ++i) {
+    ListenerOptions options;
+    if (i < config->listen.size()) options = {config->listen[i].tls, config->listen[i].http2};
+    listeners_.push_back(std::make_unique<Listener>(*this, listen_fds[i], options));
+  }
   clock_.update();
   routes_ = RouteTable::build(std::move(config), env(), registry_, log_writer_, &error_);
   if (!routes_) return;
@@ -188,7 +192,8 @@ void Worker::accept_from(Listener& listener) {
       refuse(fd);
       continue;
     }
-    auto* connection = new Connection(*this, fd, reinterpret_cast<sockaddr*>(&addr), len);
+    auto* connection =
+        new Connection(*this, fd, reinterpret_cast<sockaddr*>(&addr), len, listener.options());
     connection->next = connections_;
     if (connections_) connections_->prev = connection;
     connections_ = connection;

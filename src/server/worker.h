@@ -23,16 +23,26 @@ namespace peregrine::server {
 class Connection;
 class Worker;
 
+// What a listening address asks of the connections it accepts (config::ListenAddress, copied:
+// listeners outlive the snapshot they were made from).
+struct ListenerOptions {
+  bool tls = false;
+  bool http2 = false;  // ALPN "h2" on a TLS listener; h2c with prior knowledge on a plain one
+};
+
 class Listener final : public event::Pollable {
  public:
-  Listener(Worker& worker, int fd) : worker_(worker), fd_(fd) {}
+  Listener(Worker& worker, int fd, ListenerOptions options)
+      : worker_(worker), fd_(fd), options_(options) {}
   void on_ready(uint32_t readiness) override;
   int fd() const { return fd_; }
+  const ListenerOptions& options() const { return options_; }
   void close();
 
  private:
   Worker& worker_;
   int fd_;
+  ListenerOptions options_;
 };
 
 // Read buffers are borrowed only while a connection has bytes to parse, and given back when it
@@ -53,7 +63,8 @@ class BufferPool {
 
 class Worker {
  public:
-  // Builds the worker's route table from `config`; check ok() before run().
+  // Builds the worker's route table from `config`; check ok() before run(). `listen_fds` holds
+  // one socket per `config->listen` entry, in that order.
   Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config::Config> config,
          const HandlerRegistry& registry, AccessLogWriter& log_writer, int total_workers);
   ~Worker();

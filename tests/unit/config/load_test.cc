@@ -208,6 +208,19 @@ root = "www"
   EXPECT_EQ(format_endpoint(config->listen[3].addr), "0.0.0.0:0");
 }
 
+TEST_F(LoadTest, ListenHttp2IsOffOnPlainListenersUnlessAsked) {
+  auto config = load_ok(R"(listen = ["127.0.0.1:0", { address = "127.0.0.1:0", http2 = true }]
+[[site]]
+root = "www"
+)");
+  ASSERT_NE(config, nullptr);
+  ASSERT_EQ(config->listen.size(), 2u);
+  EXPECT_FALSE(config->listen[0].tls);
+  EXPECT_FALSE(config->listen[0].http2);
+  EXPECT_FALSE(config->listen[1].tls);
+  EXPECT_TRUE(config->listen[1].http2);
+}
+
 TEST_F(LoadTest, SingleListenTable) {
   auto config = load_ok(R"(listen = { address = "localhost:9000" }
 [[site]]
