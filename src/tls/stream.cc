@@ -1,0 +1,122 @@
+#include "tls/stream.h"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+namespace peregrine::tls {
+
+namespace {
+
+// OpenSSL keeps errors in a per-thread queue: take them all, so that one connection's failure
+// never shows up as the next connection's error on the same worker thread.
+std::string drain_error_queue() {
+  std::string text;
+  while (unsigned long code = ERR_get_error()) {
+    char line[256];
+    ERR_error_string_n(code, line, sizeof line);
+    if (!text.empty()) text.append("; ");
+    text.append(line);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::unique_ptr<Stream> Stream::make(SSL_CTX* context, int fd, Role role) {
+  SSL* ssl = SSL_new(context);
+  if (ssl == nullptr || SSL_set_fd(ssl, fd) != 1) {
+    SSL_free(ssl);
+    ERR_clear_error();
+    return nullptr;
+  }
+  if (role == Role::kServer) {
+    SSL_set_accept_state(ssl);
+  } else {
+    SSL_set_connect_state(ssl);
+  }
+  return std::unique_ptr<Stream>(new Stream(ssl));
+}
+
+Stream::~Stream() {
+  SSL_free(ssl_);
+}
+
+Stream::Progress Stream::handshake() {
+  if (done_) return Progress::kDone;
+  ERR_clear_error();
+  int result = SSL_do_handshake(ssl_);
+  if (result == 1) {
+    done_ = true;
+    return Progress::kDone;
+  }
+  if (fail_io(result, "handshake") < 0 && errno == EAGAIN) return Progress::kWantIo;
+  return Progress::kFailed;
+}
+
+ssize_t Stream::read(char* buffer, size_t length) {
+  ERR_clear_error();
+  int result = SSL_read(ssl_, buffer, static_cast<int>(std::min<size_t>(length, INT_MAX)));
+  return result > 0 ? result : fail_io(result, "read");
+}
+
+ssize_t Stream::write(const char* bytes, size_t length) {
+  if (length == 0) return 0;
+  ERR_clear_error();
+  int result = SSL_write(ssl_, bytes, static_cast<int>(std::min<size_t>(length, INT_MAX)));
+  return result > 0 ? result : fail_io(result, "write");
+}
+
+// Maps SSL_get_error onto the recv()/send() contract in stream.h.
+ssize_t Stream::fail_io(int result, const char* what) {
+  const int saved_errno = errno;
+  switch (SSL_get_error(ssl_, result)) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+      errno = EAGAIN;
+      return -1;
+    case SSL_ERROR_ZERO_RETURN:
+      return 0;
+    case SSL_ERROR_SYSCALL:
+      error_ = std::string(what) + ": " +
+               (saved_errno ? std::strerror(saved_errno) : "the peer closed the connection");
+      ERR_clear_error();
+      if (saved_errno == 0) return 0;  // a bare EOF (SSL_OP_IGNORE_UNEXPECTED_EOF unset)
+      errno = saved_errno == EAGAIN ? ECONNRESET : saved_errno;
+      return -1;
+    default:
+      error_ = std::string(what) + ": " + drain_error_queue();
+      errno = EPROTO;
+      return -1;
+  }
+}
+
+void Stream::shutdown() {
+  if (shut_ || !done_) return;
+  shut_ = true;
+  ERR_clear_error();
+  SSL_shutdown(ssl_);
+  ERR_clear_error();
+}
+
+std::string_view Stream::alpn() const {
+  const unsigned char* data = nullptr;
+  unsigned int length = 0;
+  SSL_get0_alpn_selected(ssl_, &data, &length);
+  return {reinterpret_cast<const char*>(data), length};
+}
+
+std::string_view Stream::cipher() const {
+  const char* name = SSL_get_cipher_name(ssl_);
+  return name ? name : "";
+}
+
+bool Stream::kernel_send() const {
+  return BIO_get_ktls_send(SSL_get_wbio(ssl_)) == 1;
+}
+
+}  // namespace peregrine::tls

@@ -1,0 +1,62 @@
+// One TLS session on a non-blocking socket, for either end: a client connection the server
+// accepted or a connection it opened to a back end. read() and write() keep recv()/send()
+// semantics, so the code around them reads the same over TLS and over a plain socket:
+//   > 0  bytes moved
+//   0    (read) the peer closed: close_notify, or a bare EOF
+//   -1   errno EAGAIN: wait for the socket (either direction: TLS may need to read to write
+//        and the reverse; connections are registered edge-triggered for both), any other
+//        errno: the session is broken, close the socket.
+// A read shorter than asked does NOT mean the socket is drained: more records may be waiting in
+// the kernel or decrypted ones inside OpenSSL. Read until -1/EAGAIN.
+#pragma once
+
+#include <openssl/ssl.h>
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace peregrine::tls {
+
+class Stream {
+ public:
+  enum class Role : uint8_t { kServer, kClient };
+  // null when OpenSSL cannot make a session (out of memory); does not own `fd`.
+  static std::unique_ptr<Stream> make(SSL_CTX* context, int fd, Role role);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  enum class Progress : uint8_t { kDone, kWantIo, kFailed };
+  // Drives the handshake; kWantIo: call again when the socket is ready. kFailed: error() says why.
+  Progress handshake();
+  bool handshake_done() const { return done_; }
+
+  ssize_t read(char* buffer, size_t length);
+  ssize_t write(const char* bytes, size_t length);
+  // Sends close_notify once, best effort (never waits for the peer's).
+  void shutdown();
+
+  // After the handshake: "h2", "http/1.1" or "" (no ALPN).
+  std::string_view alpn() const;
+  std::string_view version() const { return SSL_get_version(ssl_); }  // "TLSv1.3"
+  std::string_view cipher() const;
+  bool resumed() const { return SSL_session_reused(ssl_) == 1; }
+  // The kernel encrypts what this session sends (kTLS): SSL_sendfile can be used.
+  bool kernel_send() const;
+  // Why the handshake or the last read/write failed, for a log line.
+  const std::string& error() const { return error_; }
+  SSL* ssl() const { return ssl_; }
+
+ private:
+  explicit Stream(SSL* ssl) : ssl_(ssl) {}
+  ssize_t fail_io(int result, const char* what);
+
+  SSL* ssl_;
+  bool done_ = false;
+  bool shut_ = false;
+  std::string error_;
+};
+
+}  // namespace peregrine::tls

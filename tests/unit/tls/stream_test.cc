@@ -1,0 +1,118 @@
+#include "tls/stream.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <openssl/ec.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+namespace peregrine::tls {
+namespace {
+
+// A server context with an in-memory self-signed P-256 certificate, and a client context that
+// trusts anything (the test is about the session plumbing, not about verification).
+struct Contexts {
+  SSL_CTX* server = SSL_CTX_new(TLS_server_method());
+  SSL_CTX* client = SSL_CTX_new(TLS_client_method());
+  Contexts() {
+    EVP_PKEY* key = EVP_EC_gen("P-256");
+    X509* cert = X509_new();
+    X509_set_version(cert, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+    X509_gmtime_adj(X509_getm_notBefore(cert), 0);
+    X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
+    X509_set_pubkey(cert, key);
+    X509_NAME* name = X509_get_subject_name(cert);
+    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                               reinterpret_cast<const unsigned char*>("localhost"), -1, -1, 0);
+    X509_set_issuer_name(cert, name);
+    X509_sign(cert, key, EVP_sha256());
+    SSL_CTX_use_certificate(server, cert);
+    SSL_CTX_use_PrivateKey(server, key);
+    X509_free(cert);
+    EVP_PKEY_free(key);
+  }
+  ~Contexts() {
+    SSL_CTX_free(server);
+    SSL_CTX_free(client);
+  }
+};
+
+struct Pair {
+  int fds[2] = {-1, -1};
+  Pair() { socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds); }
+  ~Pair() {
+    for (int fd : fds)
+      if (fd >= 0) close(fd);
+  }
+};
+
+// Drives both handshakes in turn until both are done (no poller: the pair is non-blocking).
+bool handshake(Stream& a, Stream& b) {
+  for (int i = 0; i < 20; ++i) {
+    Stream::Progress pa = a.handshake(), pb = b.handshake();
+    if (pa == Stream::Progress::kFailed || pb == Stream::Progress::kFailed) return false;
+    if (pa == Stream::Progress::kDone && pb == Stream::Progress::kDone) return true;
+  }
+  return false;
+}
+
+TEST(TlsStream, HandshakeThenBytesBothWaysThenCloseNotifyReadsAsZero) {
+  Contexts contexts;
+  Pair pair;
+  auto server = Stream::make(contexts.server, pair.fds[0], Stream::Role::kServer);
+  auto client = Stream::make(contexts.client, pair.fds[1], Stream::Role::kClient);
+  ASSERT_TRUE(server && client);
+  char buffer[64];
+  errno = 0;
+  EXPECT_EQ(server->read(buffer, sizeof buffer), -1);  // nothing yet: would block
+  EXPECT_EQ(errno, EAGAIN);
+  ASSERT_TRUE(handshake(*server, *client)) << server->error() << client->error();
+  EXPECT_EQ(server->version(), "TLSv1.3");
+  EXPECT_FALSE(server->cipher().empty());
+  EXPECT_EQ(server->alpn(), "");
+
+  ASSERT_EQ(client->write("GET / HTTP/1.1\r\n", 16), 16);
+  ASSERT_EQ(server->read(buffer, sizeof buffer), 16);
+  EXPECT_EQ(std::string(buffer, 16), "GET / HTTP/1.1\r\n");
+  errno = 0;
+  EXPECT_EQ(server->read(buffer, sizeof buffer), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  ASSERT_EQ(server->write("ok", 2), 2);
+  ASSERT_EQ(client->read(buffer, sizeof buffer), 2);
+
+  client->shutdown();
+  EXPECT_EQ(server->read(buffer, sizeof buffer), 0);
+}
+
+TEST(TlsStream, BareEofReadsAsZeroAndGarbageFailsTheHandshakeWithAReason) {
+  Contexts contexts;
+  {
+    Pair pair;
+    auto server = Stream::make(contexts.server, pair.fds[0], Stream::Role::kServer);
+    auto client = Stream::make(contexts.client, pair.fds[1], Stream::Role::kClient);
+    ASSERT_TRUE(handshake(*server, *client));
+    close(pair.fds[1]);
+    pair.fds[1] = -1;
+    char buffer[16];
+    ssize_t n = server->read(buffer, sizeof buffer);
+    EXPECT_TRUE(n == 0 || (n == -1 && errno != EAGAIN)) << n;
+  }
+  {
+    Pair pair;
+    auto server = Stream::make(contexts.server, pair.fds[0], Stream::Role::kServer);
+    ASSERT_EQ(write(pair.fds[1], "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27), 27);
+    EXPECT_EQ(server->handshake(), Stream::Progress::kFailed);
+    EXPECT_NE(server->error().find("handshake"), std::string::npos) << server->error();
+    EXPECT_EQ(ERR_peek_error(), 0u);  // nothing left behind for the next connection
+  }
+}
+
+}  // namespace
+}  // namespace peregrine::tls
