@@ -2,6 +2,10 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -125,56 +129,128 @@ int open_unix(const config::ListenAddress& address, std::string* error) {
   return fd;
 }
 
-// True when `a` and `b` (same family) could receive the same connections: equal, or either
-// is the wildcard address.
-bool overlaps(const sockaddr_storage& a, const sockaddr_storage& b) {
-  if (a.ss_family == AF_INET) {
-    in_addr_t x = reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr;
-    in_addr_t y = reinterpret_cast<const sockaddr_in&>(b).sin_addr.s_addr;
-    return x == y || x == htonl(INADDR_ANY) || y == htonl(INADDR_ANY);
+// True when a listener on `other` (any family; `other_v6only` for an IPv6 one) would receive
+// connections meant for `ours`: the same address, either a wildcard, or an IPv6 socket that
+// also takes IPv4 (v6only off) on :: or on the v4-mapped form of our IPv4 address. Our own IPv6
+// sockets are always v6only, so an IPv4 listener never overlaps them.
+bool overlaps(const sockaddr_storage& ours, const sockaddr_storage& other, bool other_v6only) {
+  if (ours.ss_family == AF_INET) {
+    in_addr_t x = reinterpret_cast<const sockaddr_in&>(ours).sin_addr.s_addr;
+    if (other.ss_family == AF_INET) {
+      in_addr_t y = reinterpret_cast<const sockaddr_in&>(other).sin_addr.s_addr;
+      return x == y || x == htonl(INADDR_ANY) || y == htonl(INADDR_ANY);
+    }
+    const in6_addr& y = reinterpret_cast<const sockaddr_in6&>(other).sin6_addr;
+    if (other_v6only) return false;
+    if (IN6_IS_ADDR_UNSPECIFIED(&y)) return true;
+    in_addr_t mapped;
+    std::memcpy(&mapped, y.s6_addr + 12, 4);
+    return IN6_IS_ADDR_V4MAPPED(&y) && (mapped == x || x == htonl(INADDR_ANY));
   }
-  const in6_addr& x = reinterpret_cast<const sockaddr_in6&>(a).sin6_addr;
-  const in6_addr& y = reinterpret_cast<const sockaddr_in6&>(b).sin6_addr;
+  if (other.ss_family != AF_INET6) return false;
+  const in6_addr& x = reinterpret_cast<const sockaddr_in6&>(ours).sin6_addr;
+  const in6_addr& y = reinterpret_cast<const sockaddr_in6&>(other).sin6_addr;
   return std::memcmp(&x, &y, sizeof x) == 0 || IN6_IS_ADDR_UNSPECIFIED(&x) ||
          IN6_IS_ADDR_UNSPECIFIED(&y);
 }
 
+struct TcpListener {
+  sockaddr_storage addr{};
+  bool v6only = false;
+  ino_t inode = 0;
+};
+
+// Every listening TCP socket of `family` on `port`, from the kernel's sock_diag interface: it
+// dumps listeners only, so the cost does not grow with the connections and TIME_WAIT entries
+// /proc/net/tcp would list. False (with `error`) when the kernel refuses the query.
+bool tcp_listeners(int family, uint16_t port, std::vector<TcpListener>* out, std::string* error) {
+  int sock = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (sock < 0) {
+    *error = std::string("sock_diag: ") + std::strerror(errno);
+    return false;
+  }
+  struct {
+    nlmsghdr header;
+    inet_diag_req_v2 request;
+  } query{};
+  query.header.nlmsg_len = sizeof query;
+  query.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  query.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  query.request.sdiag_family = static_cast<uint8_t>(family);
+  query.request.sdiag_protocol = IPPROTO_TCP;
+  query.request.idiag_states = 1u << TCP_LISTEN;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (sendto(sock, &query, sizeof query, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) !=
+      static_cast<ssize_t>(sizeof query)) {
+    *error = std::string("sock_diag: send: ") + std::strerror(errno);
+    ::close(sock);
+    return false;
+  }
+  alignas(nlmsghdr) char buffer[32 * 1024];
+  for (;;) {
+    ssize_t n = recv(sock, buffer, sizeof buffer, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      *error = std::string("sock_diag: recv: ") + (n < 0 ? std::strerror(errno) : "end of data");
+      ::close(sock);
+      return false;
+    }
+    int length = static_cast<int>(n);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buffer); NLMSG_OK(h, length);
+         h = NLMSG_NEXT(h, length)) {
+      if (h->nlmsg_type == NLMSG_DONE) {
+        ::close(sock);
+        return true;
+      }
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
+        *error = std::string("sock_diag: ") + std::strerror(-e->error);
+        ::close(sock);
+        return false;
+      }
+      const auto* msg = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+      if (ntohs(msg->id.idiag_sport) != port) continue;
+      TcpListener l;
+      l.inode = static_cast<ino_t>(msg->idiag_inode);
+      l.addr.ss_family = msg->idiag_family;
+      if (msg->idiag_family == AF_INET) {
+        std::memcpy(&reinterpret_cast<sockaddr_in&>(l.addr).sin_addr, msg->id.idiag_src, 4);
+      } else {
+        std::memcpy(&reinterpret_cast<sockaddr_in6&>(l.addr).sin6_addr, msg->id.idiag_src, 16);
+      }
+      // The kernel reports INET_DIAG_SKV6ONLY for every IPv6 socket.
+      int attributes = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof *msg));
+      for (auto* a = reinterpret_cast<const rtattr*>(msg + 1); RTA_OK(a, attributes);
+           a = RTA_NEXT(a, attributes)) {
+        if (a->rta_type == INET_DIAG_SKV6ONLY)
+          l.v6only = *static_cast<const uint8_t*>(RTA_DATA(a)) != 0;
+      }
+      out->push_back(l);
+    }
+  }
+}
+
 // Every worker binds its own SO_REUSEPORT socket, and the kernel would just as well let another
 // process of the same user join the group and take a share of the connections. So a listener
-// on an overlapping address whose socket (inode) is not one of `ours` is an error, like the
-// EADDRINUSE nginx reports. Looked for before our sockets listen (nothing of the other process's
-// traffic is taken) and again after (two servers started at the same moment both see the other).
+// on an overlapping address (of either family) whose socket (inode) is not one of `ours` is an
+// error, like the EADDRINUSE nginx reports. Looked for before our sockets listen (nothing of the
+// other process's traffic is taken) and again after (two servers started at the same moment
+// both see the other).
 bool foreign_listener(const sockaddr_storage& addr, const std::set<ino_t>& ours) {
-  const bool v6 = addr.ss_family == AF_INET6;
-  std::ifstream table(v6 ? "/proc/net/tcp6" : "/proc/net/tcp");
-  std::string line;
-  std::getline(table, line);  // the header
   const uint16_t port = config::endpoint_port(addr);
-  while (std::getline(table, line)) {
-    std::istringstream fields(line);
-    std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout;
-    unsigned long inode = 0;
-    fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
-        timeout >> inode;
-    if (!fields || state != "0A") continue;  // TCP_LISTEN
-    size_t colon = local.find(':');
-    if (colon == std::string::npos) continue;
-    if (std::strtoul(local.c_str() + colon + 1, nullptr, 16) != port) continue;
-    // The kernel prints each 32-bit word of the address as a native-endian hex number.
-    sockaddr_storage other{};
-    other.ss_family = addr.ss_family;
-    uint32_t words[4] = {};
-    const size_t n = v6 ? 4 : 1;
-    if (colon != n * 8) continue;
-    for (size_t i = 0; i < n; ++i)
-      words[i] = static_cast<uint32_t>(std::strtoul(local.substr(i * 8, 8).c_str(), nullptr, 16));
-    if (v6) {
-      std::memcpy(&reinterpret_cast<sockaddr_in6&>(other).sin6_addr, words, 16);
-    } else {
-      std::memcpy(&reinterpret_cast<sockaddr_in&>(other).sin_addr, words, 4);
+  std::vector<TcpListener> listeners;
+  std::string error;
+  for (int family : {AF_INET, AF_INET6}) {
+    if (!tcp_listeners(family, port, &listeners, &error)) {
+      static bool warned = false;
+      if (!warned) LOG_WARN("cannot look for other listeners on the same port: %s", error.c_str());
+      warned = true;
+      return false;
     }
-    if (overlaps(addr, other) && !ours.contains(static_cast<ino_t>(inode))) return true;
   }
+  for (const TcpListener& l : listeners)
+    if (overlaps(addr, l.addr, l.v6only) && !ours.contains(l.inode)) return true;
   return false;
 }
 

@@ -52,6 +52,33 @@ class AddressInUseTest(ServerTestCase):
         self.assertIn("Address already in use", err)
 
 
+    @unittest.skipUnless(socket.has_ipv6 and has_ipv6_loopback(), "no IPv6 loopback")
+    def test_dual_stack_listener_of_another_process_is_found_across_families(self):
+        # A [::] socket with v6only off takes IPv4 connections too; with SO_REUSEPORT on both
+        # sides the kernel lets 127.0.0.1 bind beside it, so only the listener check stops it.
+        s = socket.socket(socket.AF_INET6)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        s.bind(("::", 0))
+        s.listen()
+        self.addCleanup(s.close)
+        status, err = self.start_second(f"127.0.0.1:{s.getsockname()[1]}", self.make_root())
+        self.assertNotEqual(status, 0, err)
+        self.assertIn("address already in use", err)
+        # The same port with v6only on is another address family's business: it starts.
+        v6only = socket.socket(socket.AF_INET6)
+        v6only.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        v6only.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        v6only.bind(("::1", 0))
+        v6only.listen()
+        self.addCleanup(v6only.close)
+        root = self.make_root({"who": b"A"})
+        text = make_config(root).replace('listen = ["127.0.0.1:0"]',
+                                         f'listen = ["127.0.0.1:{v6only.getsockname()[1]}"]')
+        srv = self.start_config(text)
+        self.assertEqual(self.get(srv.port, "/who")[2], b"A")
+
+
 class UnixSocketTest(ServerTestCase):
     def start_unix(self, entry):
         root = self.make_root({"hello.txt": b"hello\n"})
