@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -11,11 +12,13 @@
 #include <system_error>
 
 #include "config/listen_address.h"
+#include "config/php_fpm_pools.h"
 #include "config/reader.h"
 #include "config/registry.h"
 #include "config/sections.h"
 #include "config/upstream_address.h"
 #include "config/validate.h"
+#include "core/log.h"
 #include "upstream/config.h"
 
 namespace peregrine::config {
@@ -39,7 +42,8 @@ enum class Option {
   kUser,
   kFastcgi,
   kProxy,
-  kMaxBody
+  kMaxBody,
+  kFastcgiConns,
 };
 
 struct OptionSpec {
@@ -56,7 +60,7 @@ constexpr OptionSpec kLongOptions[] = {
     {"pid-file", Option::kPidFile, true},   {"error-log", Option::kErrorLog, true},
     {"log-level", Option::kLogLevel, true}, {"user", Option::kUser, true},
     {"fastcgi", Option::kFastcgi, true},    {"proxy", Option::kProxy, true},
-    {"max-body", Option::kMaxBody, true},
+    {"max-body", Option::kMaxBody, true},   {"fastcgi-conns", Option::kFastcgiConns, true},
 };
 
 const OptionSpec* find_long(std::string_view name) {
@@ -127,6 +131,9 @@ std::string apply(Option option, std::string_view shown, const std::string& valu
       break;
     case Option::kMaxBody:
       cli->max_body = value;
+      break;
+    case Option::kFastcgiConns:
+      cli->fastcgi_conns = value;
       break;
     case Option::kWorkers: {
       if (value == "auto") {
@@ -330,6 +337,56 @@ bool read_quick_route(std::string_view option, const toml::table& table, const S
   return ok;
 }
 
+constexpr std::string_view kQuickFastcgiGroup = "php";  // implicit group names contain ':'
+
+// --fastcgi ADDR becomes a one-server group with a cap on connections: --fastcgi-conns, else
+// the pm.max_children of the running php-fpm pool listening on ADDR, else a safe default. With
+// a cap the connections are kept (FCGI_KEEP_CONN) and requests beyond it queue here instead of
+// each opening a connection that waits in php-fpm's backlog.
+bool add_quick_fastcgi_group(const CommandLine& cli, Config* config,
+                             std::vector<ConfigError>* errors) {
+  UpstreamServer server;
+  std::string message, hint;
+  // On the command line the value is always an address (no group is declared): report it as
+  // one rather than as an unknown group name.
+  if (!parse_upstream_address(cli.fastcgi, &server, &message, &hint)) {
+    errors->push_back(cli_error("--fastcgi: " + message, hint));
+    return false;
+  }
+  server.pos = SourcePos{std::string(kCommandLine), 0, 0};
+  if (!cli.fastcgi_conns.empty()) {
+    uint32_t n = 0;
+    auto [end, ec] = std::from_chars(cli.fastcgi_conns.data(),
+                                     cli.fastcgi_conns.data() + cli.fastcgi_conns.size(), n);
+    if (ec != std::errc() || end != cli.fastcgi_conns.data() + cli.fastcgi_conns.size() || n < 1 ||
+        n > 100000) {
+      errors->push_back(
+          cli_error("--fastcgi-conns: '" + cli.fastcgi_conns + "' is not a number of connections",
+                    "1..100000, e.g. php-fpm's pm.max_children"));
+      return false;
+    }
+    server.max_conns = n;
+  } else if (std::optional<FpmLimit> found = find_fpm_limit(server)) {
+    server.max_conns = found->max_children;
+    LOG_INFO(
+        "--fastcgi %s: at most %u connections, the pm.max_children of php-fpm pool [%s] "
+        "in %s (--fastcgi-conns N to change it)",
+        cli.fastcgi.c_str(), found->max_children, found->pool.c_str(), found->file.c_str());
+  } else {
+    server.max_conns = kQuickFastcgiDefaultConns;
+    LOG_INFO(
+        "--fastcgi %s: at most %u connections (no running php-fpm pool listens there to "
+        "say its pm.max_children; --fastcgi-conns N to change it)",
+        cli.fastcgi.c_str(), kQuickFastcgiDefaultConns);
+  }
+  UpstreamGroup group;
+  group.name = std::string(kQuickFastcgiGroup);
+  group.pos = server.pos;
+  group.servers.push_back(std::move(server));
+  config->upstreams.push_back(std::move(group));
+  return true;
+}
+
 // --max-body, or the default for the kind of site, read as the file's max_body_bytes.
 void read_max_body(const CommandLine& cli, const std::string& cwd, Limits* limits,
                    std::vector<ConfigError>* errors) {
@@ -463,6 +520,9 @@ std::string usage() {
                            http://unix:/run/app.sock:); repeat it to balance over several
       --proxy /PREFIX/=URL proxy paths under /PREFIX/ (prefix stripped) to URL; repeatable;
                            --root (or the defaults) serves the rest
+      --fastcgi-conns N    at most N connections to --fastcgi ADDR, kept open between requests;
+                           more requests wait for one (default: the pm.max_children of the
+                           running php-fpm pool listening on ADDR, else 5)
       --max-body SIZE      largest request body, e.g. 1m, 64m (as max_body_bytes in a file);
                            larger ones get 413. Default 1m, and 64m with --fastcgi, so that
                            WordPress uploads reach PHP and php.ini's post_max_size and
@@ -472,8 +532,8 @@ std::string usage() {
 
 Options take "--opt value" or "--opt=value". Without -c, Peregrine serves one site built
 from these options. With -c FILE, --workers, --pid-file, --error-log, --log-level, --user
-and --access-log override the file; --listen, --root, --fastcgi, --proxy and --max-body
-belong in the file.
+and --access-log override the file; --listen, --root, --fastcgi, --fastcgi-conns, --proxy
+and --max-body belong in the file.
 
 Signals: TERM/INT stop now, QUIT stops gracefully, HUP reloads the configuration,
 USR1 reopens the log files.
@@ -498,6 +558,12 @@ LoadResult build_config(const CommandLine& cli) {
         result.errors.push_back(cli_error("--fastcgi cannot be combined with -c",
                                           "add a route with fastcgi = \"" + cli.fastcgi +
                                               "\" to a [[site]] of " + cli.config_file));
+      }
+      if (!cli.fastcgi_conns.empty()) {
+        result.errors.push_back(cli_error("--fastcgi-conns cannot be combined with -c",
+                                          "set max_conns = " + cli.fastcgi_conns +
+                                              " on the server of an [[upstream]] group in " +
+                                              cli.config_file));
       }
       if (!cli.proxy.empty()) {
         result.errors.push_back(
@@ -579,6 +645,11 @@ LoadResult build_config(const CommandLine& cli) {
     }
     site.static_files.root = root;
 
+    if (!cli.fastcgi_conns.empty() && cli.fastcgi.empty()) {
+      result.errors.push_back(cli_error("--fastcgi-conns needs --fastcgi ADDR"));
+    }
+    const bool fastcgi_group = !cli.fastcgi.empty() && !proxy.catch_all &&
+                               add_quick_fastcgi_group(cli, config.get(), &result.errors);
     upstream::RouteGroups groups(config.get());
     auto add_route = [&](std::string_view option, const toml::table& table) {
       Route route;
@@ -591,20 +662,12 @@ LoadResult build_config(const CommandLine& cli) {
     }
     if (proxy.catch_all) {
       add_route("--proxy", proxy_table(*proxy.catch_all));
-    } else if (!cli.fastcgi.empty()) {
-      // On the command line the value is always an address (no group is declared): report
-      // it as one rather than as an unknown group name.
-      UpstreamServer server;
-      std::string message, hint;
-      if (!parse_upstream_address(cli.fastcgi, &server, &message, &hint)) {
-        result.errors.push_back(cli_error("--fastcgi: " + message, hint));
-      } else if (!root.empty()) {
-        add_route("--fastcgi",
-                  toml::table{{"prefix", "/"},
-                              {"fastcgi", cli.fastcgi},
-                              {"index", toml::array{"index.php", "index.html"}},
-                              {"try_files", toml::array{"$uri", "$uri/", "/index.php?$args"}}});
-      }
+    } else if (fastcgi_group && !root.empty()) {
+      add_route("--fastcgi",
+                toml::table{{"prefix", "/"},
+                            {"fastcgi", std::string(kQuickFastcgiGroup)},
+                            {"index", toml::array{"index.php", "index.html"}},
+                            {"try_files", toml::array{"$uri", "$uri/", "/index.php?$args"}}});
     } else if (!root.empty()) {
       add_route("", toml::table{{"prefix", "/"}});
     } else {

@@ -3,6 +3,7 @@
 // options alone.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,7 @@ struct CommandLine {
   std::string log_level;                                  // --log-level L
   std::string user;                                       // --user NAME
   std::string fastcgi;             // --fastcgi ADDR: every path to php-fpm (needs --root)
+  std::string fastcgi_conns;       // --fastcgi-conns N: the cap on connections to it ("" = find)
   std::vector<std::string> proxy;  // --proxy URL | --proxy /prefix/=URL (repeatable)
   std::string max_body;            // --max-body SIZE: limits.max_body_bytes ("" = the default)
 };
@@ -49,6 +51,11 @@ std::string usage();
 // unless --access-log says otherwise. The routes and limits are read by the same readers as a
 // file's, from tables built here, so they get the same defaults and checks.
 LoadResult build_config(const CommandLine& cli);
+
+// The cap on connections to a --fastcgi back end when no --fastcgi-conns is given and no running
+// php-fpm pool listening there says its pm.max_children (config/php_fpm_pools.h): the
+// pm.max_children Debian's and PHP's own www.conf ship with.
+inline constexpr uint32_t kQuickFastcgiDefaultConns = 5;
 
 // The body limit of a quick-mode PHP site: WordPress media uploads (a few MB of photos) must
 // reach PHP, whose post_max_size/upload_max_filesize then decide; a lower limit here would

@@ -65,13 +65,18 @@ class PhpFpm:
     extra_pool: more lines for the [www] section (e.g. "request_terminate_timeout = 5s").
     """
 
-    def __init__(self, directory, children=4, extra_pool="", name="php-fpm"):
+    def __init__(self, directory, children=4, extra_pool="", name="php-fpm", tcp_port=None):
         self.dir = directory
         self.children = children
         self.name = name
         os.makedirs(directory, exist_ok=True)
         self.socket_path = os.path.join(directory, "php.sock")
         self.address = "unix:" + self.socket_path
+        # tcp_port: listen on 127.0.0.1:PORT instead of the unix socket.
+        self.tcp_port = tcp_port
+        self.listen = f"127.0.0.1:{tcp_port}" if tcp_port else self.socket_path
+        if tcp_port:
+            self.address = self.listen
         self.config_path = os.path.join(directory, f"{name}.conf")
         self.pid_path = os.path.join(directory, f"{name}.pid")
         self.error_log_path = os.path.join(directory, f"{name}.log")
@@ -96,8 +101,8 @@ daemonize = no
 process_control_timeout = 2s
 
 [www]
-{user}listen = {self.socket_path}
-listen.mode = 0666
+{user}listen = {self.listen}
+{'' if self.tcp_port else 'listen.mode = 0666'}
 listen.backlog = 511
 pm = static
 pm.max_children = {self.children}
@@ -148,7 +153,8 @@ php_admin_flag[log_errors] = on
         self.starts += 1
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._log_bytes().count(READY_MARKER) > ready_before and os.path.exists(self.socket_path):
+            if self._log_bytes().count(READY_MARKER) > ready_before and (
+                    self.tcp_port or os.path.exists(self.socket_path)):
                 return self
             if self.proc.poll() is not None:
                 code = self.proc.returncode

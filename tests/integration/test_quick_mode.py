@@ -1,4 +1,10 @@
-"""Quick mode's request body limit (--max-body) with a PHP site behind a real php-fpm.
+"""Quick mode with a PHP site behind a real php-fpm: the connection cap of --fastcgi (found in
+the running php-fpm's own configuration, or --fastcgi-conns) and the request body limit
+(--max-body).
+
+--fastcgi ADDR caps its connections at the pm.max_children of the php-fpm pool listening on
+ADDR, so that connections can be kept between requests (a php-fpm child serves one connection
+at a time) and further requests queue in the server instead of in php-fpm's backlog.
 
 With --fastcgi the default limit is 64m, so a WordPress-sized media upload (2.2 MB, more than
 the file's default max_body_bytes of 1m) reaches PHP, whose post_max_size and
@@ -7,14 +13,78 @@ gets 413 before php-fpm sees anything. The rest of quick mode with --fastcgi is 
 test_fastcgi.py.
 """
 
+import concurrent.futures
 import json
 import os
+import socket
 import subprocess
+
+import phpfpm
 
 from harness import PEREGRINE_BIN, main, sha256
 from test_fastcgi import FastcgiTestCase, multipart
 
 UPLOAD_BYTES = 2200 * 1024  # 2.2 MB: above 1m, and above php.ini's Debian-default 2M file limit
+
+
+class QuickModeFastcgiPoolTest(FastcgiTestCase):
+
+    def restart_fpm_on_tcp(self, children):
+        """php-fpm on a TCP port, so that /proc/net/tcp shows every connection made to it (a
+        closed one stays as TIME_WAIT)."""
+        self.fpm.stop()
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.fpm_port = probe.getsockname()[1]
+        probe.close()
+        self.fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm2"), children=children,
+                                 tcp_port=self.fpm_port)
+        self.fpm.start()
+        return self.fpm.address
+
+    def connections_to_fpm(self):
+        """The client ports of every connection to php-fpm's port, open or in TIME_WAIT."""
+        ports = set()
+        with open("/proc/net/tcp") as f:
+            for line in f.readlines()[1:]:
+                local, remote, state = line.split()[1:4]
+                if state == "0A":  # php-fpm's listener
+                    continue
+                lport, rport = int(local.split(":")[1], 16), int(remote.split(":")[1], 16)
+                if self.fpm_port in (lport, rport):
+                    ports.add(rport if lport == self.fpm_port else lport)
+        return ports
+
+    def load(self, port, requests=60, clients=12):
+        def one(_):
+            return self.http(port, "GET", "/sleep.php?ms=20", timeout=20)[0]
+        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+            return list(pool.map(one, range(requests)))
+
+    def test_the_cap_is_the_pools_max_children_and_connections_are_kept(self):
+        address = self.restart_fpm_on_tcp(children=3)
+        srv = self.start_quick(self.root, extra=["--fastcgi", address])
+        self.assertIn(f"--fastcgi {address}: at most 3 connections, the pm.max_children of "
+                      f"php-fpm pool [www] in {self.fpm.config_path}", srv.stderr())
+        self.assertEqual(self.load(srv.port), [200] * 60)
+        # 60 requests from 12 clients over at most 3 connections, kept between requests.
+        used = self.connections_to_fpm()
+        self.assertGreaterEqual(len(used), 1)
+        self.assertLessEqual(len(used), 3, used)
+
+    def test_fastcgi_conns_sets_the_cap(self):
+        address = self.restart_fpm_on_tcp(children=4)
+        srv = self.start_quick(self.root, extra=["--fastcgi", address, "--fastcgi-conns", "2"])
+        self.assertNotIn("at most", srv.stderr())
+        self.assertEqual(self.load(srv.port, requests=30, clients=8), [200] * 30)
+        self.assertLessEqual(len(self.connections_to_fpm()), 2)
+
+    def test_without_a_php_fpm_to_ask_the_default_cap_is_used_and_said(self):
+        missing = "unix:" + os.path.join(self.tmp, "none.sock")
+        srv = self.start_quick(self.root, extra=["--fastcgi", missing])
+        self.assertIn(f"--fastcgi {missing}: at most 5 connections (no running php-fpm pool "
+                      "listens there", srv.stderr())
+        self.assertEqual(self.http(srv.port, "GET", "/hello.php")[0], 502)
 
 
 class QuickModeMaxBodyTest(FastcgiTestCase):

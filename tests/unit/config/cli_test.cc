@@ -399,6 +399,51 @@ TEST_F(CliTest, FastcgiRaisesTheDefaultBodyLimitForUploads) {
   EXPECT_EQ(config->limits.max_body_bytes, uint64_t{1} << 20);
 }
 
+TEST_F(CliTest, FastcgiIsACappedGroupSoItsConnectionsAreKept) {
+  fs::create_directories(path("site"));
+  CommandLine cli;
+  cli.root = "site";
+  cli.fastcgi = "127.0.0.1:9";  // no php-fpm pool listens there: the default cap
+  auto config = build_ok(cli);
+  ASSERT_NE(config, nullptr);
+  ASSERT_EQ(config->upstreams.size(), 1u);
+  EXPECT_EQ(config->upstreams[0].name, "php");
+  ASSERT_EQ(config->upstreams[0].servers.size(), 1u);
+  EXPECT_EQ(config->upstreams[0].servers[0].max_conns, kQuickFastcgiDefaultConns);
+  ASSERT_EQ(config->sites[0].routes.size(), 1u);
+  EXPECT_EQ(config->sites[0].routes[0].fastcgi.upstream, "php");
+
+  cli.fastcgi_conns = "12";
+  config = build_ok(cli);
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->upstreams[0].servers[0].max_conns, 12u);
+}
+
+TEST_F(CliTest, FastcgiConnsErrors) {
+  fs::create_directories(path("site"));
+  CommandLine cli;
+  cli.root = "site";
+  cli.fastcgi = "127.0.0.1:9000";
+  for (const char* bad : {"0", "many", "8x", "100001"}) {
+    cli.fastcgi_conns = bad;
+    EXPECT_EQ(
+        build_errors(cli),
+        (std::vector<std::string>{"<command line>: error: --fastcgi-conns: '" + std::string(bad) +
+                                  "' is not a number of connections (hint: 1..100000, e.g. "
+                                  "php-fpm's pm.max_children)"}));
+  }
+  CommandLine alone;
+  alone.fastcgi_conns = "4";
+  EXPECT_EQ(build_errors(alone),
+            (std::vector<std::string>{"<command line>: error: "
+                                      "--fastcgi-conns needs --fastcgi ADDR"}));
+  alone.config_file = "x.toml";
+  EXPECT_EQ(build_errors(alone),
+            (std::vector<std::string>{"<command line>: error: --fastcgi-conns cannot be combined "
+                                      "with -c (hint: set max_conns = 4 on the server of an "
+                                      "[[upstream]] group in x.toml)"}));
+}
+
 TEST_F(CliTest, MaxBodyErrors) {
   CommandLine cli;
   cli.max_body = "lots";
