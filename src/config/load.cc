@@ -522,7 +522,8 @@ class Loader {
           address.backlog = static_cast<int>(value);
         }
       }
-      if (const toml::node* tls = table->get("tls")) reader_.read_bool(*tls, "listen.tls", &address.tls);
+      if (const toml::node* tls = table->get("tls"))
+        reader_.read_bool(*tls, "listen.tls", &address.tls);
       address.http2 = address.tls;
       if (const toml::node* http2 = table->get("http2"))
         reader_.read_bool(*http2, "listen.http2", &address.http2);
