@@ -24,7 +24,8 @@ inline char* put_decimal(char* out, unsigned value) {
 }
 
 // "1.2.3.4" / "::1" and the port of a socket address, without allocating (inet_ntop formats
-// IPv4 through sprintf): proxied and FastCGI requests carry the client's address.
+// IPv4 through sprintf): proxied and FastCGI requests carry the client's address, and the access
+// log writes it. A client of a unix socket listener is "unix:" with no port, as nginx has it.
 struct AddressText {
   char ip[INET6_ADDRSTRLEN] = "";
   char port[8] = "";
@@ -50,6 +51,10 @@ struct AddressText {
       inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
       ip_length = std::strlen(ip);
       p = ntohs(in6->sin6_port);
+    } else if (sa && sa->sa_family == AF_UNIX) {
+      std::memcpy(ip, "unix:", 5);
+      ip_length = 5;
+      return;
     }
     port_length = static_cast<size_t>(put_decimal(port, p) - port);
   }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "core/address_text.h"
 #include "core/log.h"
 #include "core/strings.h"
 
@@ -24,13 +25,8 @@ int open_target(const std::string& path) {
 }
 
 void append_address(std::string& out, const sockaddr* addr) {
-  char text[INET6_ADDRSTRLEN] = "-";
-  if (addr && addr->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, text, sizeof text);
-  } else if (addr && addr->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, text, sizeof text);
-  }
-  out.append(text);
+  AddressText text(addr);
+  out.append(text.ip_length ? text.ip_view() : "-");
 }
 
 // Combined-format fields are quoted: escape quotes, backslashes and non-printable bytes as \xHH

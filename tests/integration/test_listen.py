@@ -109,6 +109,25 @@ class UnixSocketTest(ServerTestCase):
         self.stop_ok(srv)
         self.assertFalse(os.path.exists(path), "the socket file outlived the server")
 
+    def test_a_unix_client_is_unix_colon_in_the_access_log(self):
+        # As nginx's $remote_addr: "unix:" (FastCGI's REMOTE_ADDR and X-Forwarded-For too).
+        path = os.path.join(self.tmp, "log.sock")
+        log = os.path.join(self.tmp, "access.log")
+        root = self.make_root({"hello.txt": b"hello\n"})
+        text = make_config(root, access_log=log).replace(
+            'listen = ["127.0.0.1:0"]', f'listen = ["127.0.0.1:0", {q("unix:" + path)}]')
+        srv = self.start_config(text)
+        self.wait_for(lambda: f"listening on unix:{path}" in srv.stderr(), msg="the unix line")
+        self.assertEqual(self.curl(path).stdout, b"hello\n")
+        self.get(srv.port, "/hello.txt")
+
+        def lines():
+            with open(log) as f:
+                return f.read().splitlines()
+        self.wait_for(lambda: os.path.exists(log) and len(lines()) == 2, msg="two log lines")
+        self.assertTrue(lines()[0].startswith('unix: - - ['), lines()[0])
+        self.assertTrue(lines()[1].startswith('127.0.0.1 - - ['), lines()[1])
+
     def test_stale_socket_file_is_replaced(self):
         path = os.path.join(self.tmp, "stale.sock")
         s = socket.socket(socket.AF_UNIX)
