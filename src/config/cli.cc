@@ -343,7 +343,7 @@ constexpr std::string_view kQuickFastcgiGroup = "php";  // implicit group names 
 // the pm.max_children of the running php-fpm pool listening on ADDR, else a safe default. With
 // a cap the connections are kept (FCGI_KEEP_CONN) and requests beyond it queue here instead of
 // each opening a connection that waits in php-fpm's backlog.
-bool add_quick_fastcgi_group(const CommandLine& cli, Config* config,
+bool add_quick_fastcgi_group(const CommandLine& cli, bool have_root, Config* config,
                              std::vector<ConfigError>* errors) {
   UpstreamServer server;
   std::string message, hint;
@@ -353,6 +353,7 @@ bool add_quick_fastcgi_group(const CommandLine& cli, Config* config,
     errors->push_back(cli_error("--fastcgi: " + message, hint));
     return false;
   }
+  if (!have_root) return false;  // an error already; no cap to find or report
   server.pos = SourcePos{std::string(kCommandLine), 0, 0};
   if (!cli.fastcgi_conns.empty()) {
     uint32_t n = 0;
@@ -648,8 +649,9 @@ LoadResult build_config(const CommandLine& cli) {
     if (!cli.fastcgi_conns.empty() && cli.fastcgi.empty()) {
       result.errors.push_back(cli_error("--fastcgi-conns needs --fastcgi ADDR"));
     }
-    const bool fastcgi_group = !cli.fastcgi.empty() && !proxy.catch_all &&
-                               add_quick_fastcgi_group(cli, config.get(), &result.errors);
+    const bool fastcgi_group =
+        !cli.fastcgi.empty() && !proxy.catch_all &&
+        add_quick_fastcgi_group(cli, !root.empty(), config.get(), &result.errors);
     upstream::RouteGroups groups(config.get());
     auto add_route = [&](std::string_view option, const toml::table& table) {
       Route route;
@@ -662,7 +664,7 @@ LoadResult build_config(const CommandLine& cli) {
     }
     if (proxy.catch_all) {
       add_route("--proxy", proxy_table(*proxy.catch_all));
-    } else if (fastcgi_group && !root.empty()) {
+    } else if (fastcgi_group) {
       add_route("--fastcgi",
                 toml::table{{"prefix", "/"},
                             {"fastcgi", std::string(kQuickFastcgiGroup)},
