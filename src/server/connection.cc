@@ -642,9 +642,10 @@ void Connection::start_exchange(Request& request, const Selection& selection) {
   InFlight& f = hold_request(request, selection);
   if (local_len_ == 0) {
     local_len_ = sizeof local_;
-    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&local_), &local_len_) != 0) local_len_ = 0;
+    if (::getsockname(fd_, &local_.sa, &local_len_) != 0) local_len_ = 0;
+    local_len_ = std::min<socklen_t>(local_len_, sizeof local_);  // a unix path was cut short
   }
-  f.request.local = local_len_ ? reinterpret_cast<const sockaddr*>(&local_) : nullptr;
+  f.request.local = local_len_ ? &local_.sa : nullptr;
   f.request.local_len = local_len_;
   state_ = State::kExchange;
   event::TimerList::disarm(timer);
