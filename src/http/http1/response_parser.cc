@@ -36,36 +36,42 @@ void ForEachListElement(std::string_view list, F&& f) {
 }
 
 // A field value may hold HTAB, SP, VCHAR and obs-text, nothing else.
-// Branch-free over the whole value (the compiler vectorizes it): values are short and valid.
+bool ValidByte(unsigned char c) {
+  return (c >= 0x20 && c != 0x7f) || c == '\t';
+}
+
+// Eight bytes at a time (a branch per byte cost ~5 instructions a byte on every header of every
+// proxied response, and GCC does not vectorize the plain loop at -O2): a word with no byte below
+// 0x20 and none equal to 0x7f is valid as a whole; the rare word that has one (a tab, say) is
+// checked byte by byte.
 bool ValidValue(std::string_view v) {
-  bool bad = false;
-  for (char ch : v) {
-    auto c = static_cast<unsigned char>(ch);
-    bad |= (c < 0x20) & (c != '\t');
-    bad |= c == 0x7f;
-  }
-  return !bad;
-}
-
-// From `p`, the end of a field value: the CR of a CRLF or the LF that ends the line. Null when a
-// control character other than HTAB (or a CR not followed by LF) comes first.
-const char* ScanValue(const char* p, const char* end) {
-  while (p < end) {
-    const auto c = static_cast<unsigned char>(*p);
-    if ((c >= 0x20 && c != 0x7f) || c == '\t') {
-      ++p;
-      continue;
+  constexpr uint64_t kOnes = 0x0101010101010101, kHighs = 0x8080808080808080;
+  const char* p = v.data();
+  const char* const end = p + v.size();
+  for (; end - p >= 8; p += 8) {
+    uint64_t x;
+    std::memcpy(&x, p, 8);
+    const uint64_t del = x ^ (kOnes * 0x7f);
+    const bool suspect = (((x - kOnes * 0x20) & ~x) | ((del - kOnes) & ~del)) & kHighs;
+    if (suspect) {
+      for (int i = 0; i < 8; ++i)
+        if (!ValidByte(static_cast<unsigned char>(p[i]))) return false;
     }
-    if (c == '\n' || (c == '\r' && p + 1 < end && p[1] == '\n')) return p;
-    return nullptr;
   }
-  return nullptr;  // no line end: cannot happen in a complete head
+  for (; p < end; ++p)
+    if (!ValidByte(static_cast<unsigned char>(*p))) return false;
+  return true;
 }
 
-// Past the line end that `p` points at (CRLF or LF).
-const char* SkipEol(const char* p, const char* end) {
-  if (p < end && *p == '\r') ++p;
-  return p < end ? p + 1 : end;
+// The rest of the line from `p` (a field value, or an obs-fold continuation) without its line
+// end, and where the next line starts. memchr finds the LF, then ValidValue checks the bytes
+// branch-free: two fast passes instead of a branch per byte. A head always ends with an LF.
+std::string_view RestOfLine(const char* p, const char* end, const char** next) {
+  const char* lf = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+  if (lf == nullptr) lf = end;
+  *next = lf < end ? lf + 1 : end;
+  const char* stop = lf > p && lf[-1] == '\r' ? lf - 1 : lf;
+  return {p, static_cast<size_t>(stop - p)};
 }
 
 // Strips the line end ("\n" or "\r\n") of a line that includes it.
@@ -194,8 +200,8 @@ bool ResponseParser::parse_head(std::string_view head) {
   head_.has_content_length = head_.chunked = head_.transfer_encoding = false;
   head_.connection_close = head_.connection_keep_alive = false;
 
-  // The fields: one scan per line. The name is checked while looking for ':', the value while
-  // looking for the line's end (this runs for every header of every proxied response).
+  // The fields: the name is checked while looking for ':', the value once its line's end is
+  // found (this runs for every header of every proxied response).
   const char* p = head.data();
   const char* const end = p + head.size();  // the head ends with the empty line's LF
   if (fields_) fields_->clear();
@@ -207,12 +213,10 @@ bool ResponseParser::parse_head(std::string_view head) {
         error_ = "obs-fold before the first field";
         return false;
       }
-      const char* line_end = ScanValue(p, end);
-      if (line_end == nullptr) {
+      if (!ValidValue(RestOfLine(p, end, &p))) {
         error_ = "control character in a field value";
         return false;
       }
-      p = SkipEol(line_end, end);
       continue;  // obs-fold continuation of a field we do not interpret
     }
     first_field = false;
@@ -229,15 +233,12 @@ bool ResponseParser::parse_head(std::string_view head) {
     std::string_view name(name_start, static_cast<size_t>(p - name_start));
     ++p;  // ':'
     while (p < end && is_ows(*p)) ++p;
-    const char* value_start = p;
-    const char* value_end = ScanValue(p, end);
-    if (value_end == nullptr) {
+    std::string_view value = RestOfLine(p, end, &p);
+    if (!ValidValue(value)) {
       error_ = "control character in a field value";
       return false;
     }
-    p = SkipEol(value_end, end);
-    while (value_end > value_start && is_ows(value_end[-1])) --value_end;
-    const std::string_view value(value_start, static_cast<size_t>(value_end - value_start));
+    while (!value.empty() && is_ows(value.back())) value.remove_suffix(1);
     if (!parse_field(name, value)) return false;
     if (fields_) fields_->push_back({name, value});
   }

@@ -51,6 +51,31 @@ TEST(ResponseParser, ContentLength) {
   EXPECT_TRUE(p.keep_alive());
 }
 
+// Field values are checked eight bytes at a time: every forbidden byte at every position of a
+// long value is found, and what is allowed (HTAB, SP, VCHAR, obs-text) passes wherever it is.
+TEST(ResponseParser, ControlCharacterAtEveryValuePosition) {
+  const std::string value(29, 'v');
+  for (size_t at = 0; at < value.size(); ++at) {
+    for (char bad : {'\0', '\x01', '\x1f', '\x7f', '\r', '\x0b'}) {
+      std::string v = value;
+      v[at] = bad;
+      ResponseParser p;
+      p.start(false, false);
+      std::string r = "HTTP/1.1 200 OK\r\nX-Long: " + v + "\r\nContent-Length: 0\r\n\r\n";
+      EXPECT_EQ(p.parse(r).status, Status::kError) << at << " " << int(bad);
+      EXPECT_STREQ(p.error(), "control character in a field value");
+    }
+    for (char good : {'\t', ' ', '~', '\x80', '\xff'}) {
+      std::string v = value;
+      v[at] = good;
+      ResponseParser p;
+      p.start(false, false);
+      std::string r = "HTTP/1.1 200 OK\r\nX-Long: " + v + "\r\nContent-Length: 0\r\n\r\n";
+      EXPECT_EQ(p.parse(r).status, Status::kDone) << at << " " << int(good);
+    }
+  }
+}
+
 TEST(ResponseParser, EveryByteAtATimeGivesTheSameVerdict) {
   const std::string cases[] = {
       "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world",
