@@ -38,6 +38,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "http/http1/word_scan.h"
+
 namespace peregrine::http1 {
 namespace {
 
@@ -157,32 +159,7 @@ ParseResult Fail(int status, const char* reason) {
   return r;
 }
 
-// ---- Word-at-a-time helpers ----
-// Each returns a mask with bit 7 set in the bytes of x that match. A borrow or carry can flag a
-// byte above a true match, never below one, so the lowest set bit is exact: that is all the
-// callers use (little-endian: the lowest bit is the first byte in memory).
-constexpr bool kLittleEndian = std::endian::native == std::endian::little;
-constexpr uint64_t kOnes = 0x0101010101010101ULL;
-constexpr uint64_t kHigh = 0x8080808080808080ULL;
-
-inline uint64_t Load8(const char* p) {
-  uint64_t x;
-  std::memcpy(&x, p, 8);
-  return x;
-}
-inline uint64_t BytesBelow(uint64_t x, uint8_t n) {
-  return (x - n * kOnes) & ~x & kHigh;
-}
-inline uint64_t BytesEqual(uint64_t x, uint8_t c) {
-  const uint64_t v = x ^ (c * kOnes);
-  return (v - kOnes) & ~v & kHigh;
-}
-inline uint64_t BytesAtLeast7F(uint64_t x) {
-  return ((x + kOnes) | x) & kHigh;
-}
-inline size_t FirstByte(uint64_t mask) {
-  return static_cast<size_t>(std::countr_zero(mask)) >> 3;
-}
+using namespace word_scan;  // NOLINT: the helpers are this file's vocabulary
 
 // Offset of the first LF in [from, to), or `to` if there is none.
 inline size_t FindLf(const char* buf, size_t from, size_t to) {
@@ -208,30 +185,6 @@ inline size_t FindLf(const char* buf, size_t from, size_t to) {
   const void* p = from < to ? std::memchr(buf + from, '\n', to - from) : nullptr;
   return p ? static_cast<size_t>(static_cast<const char*>(p) - buf) : to;
 #endif
-}
-
-// Returns the CR ending a field-value starting at p, or nullptr if the value holds a byte that a
-// field-value may not (a CTL other than HTAB, or DEL). The head is known to end in CRLF CRLF, so
-// the loop stops before `end`. Eight bytes at a time while no byte is below 0x20 or is 0x7F.
-inline const char* ScanFieldValue(const char* p, const char* end) {
-  if constexpr (kLittleEndian) {
-    while (end - p >= 8) {
-      const uint64_t x = Load8(p);
-      const uint64_t m = BytesBelow(x, 0x20) | BytesEqual(x, 0x7f);
-      if (m == 0) {
-        p += 8;
-        continue;
-      }
-      p += FirstByte(m);
-      if (*p != '\t') return *p == '\r' ? p : nullptr;
-      ++p;
-    }
-  }
-  for (;;) {
-    while (Is(*p, kValueChar)) ++p;
-    if (*p != '\t') return *p == '\r' ? p : nullptr;
-    ++p;
-  }
 }
 
 // Skips request-target bytes (visible ASCII), stopping at the first other byte, or at '#', or
@@ -481,8 +434,8 @@ ParseResult ParseHead(const char* p, const char* const end, const ParserLimits& 
     ++p;
     while (IsOws(*p)) ++p;
     const char* const v = p;
-    p = ScanFieldValue(p, end);
-    if (p == nullptr) return Fail(400, "invalid character in header value");
+    p = SkipFieldValue(p, end);
+    if (*p != '\r') return Fail(400, "invalid character in header value");
     if (p[1] != '\n') return Fail(400, "bare CR in header");
     const char* ve = p;
     while (ve > v && IsOws(ve[-1])) --ve;
