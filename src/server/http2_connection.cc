@@ -272,6 +272,23 @@ struct Http2Callbacks {
     return 0;
   }
 
+  // Counts a header block's bytes on the wire as its frames begin: a block that never ends
+  // (CONTINUATION flood) is cut off before HPACK spends more time on it.
+  static int on_begin_frame(nghttp2_session* session, const nghttp2_frame_hd* hd, void* user) {
+    auto* c = static_cast<Http2Connection*>(user);
+    if (hd->type == NGHTTP2_HEADERS) {
+      c->header_block_bytes_ = hd->length;
+    } else if (hd->type == NGHTTP2_CONTINUATION) {
+      c->header_block_bytes_ += hd->length;
+      if (c->header_block_bytes_ >
+          size_t{Http2Limits::kHeaderAbuseFactor} * c->worker_.limits().max_header_bytes) {
+        c->calm_down("header block far over max_header_bytes (CONTINUATION flood)");
+        return NGHTTP2_ERR_CALLBACK_FAILURE;  // stop reading now; the GOAWAY still leaves
+      }
+    }
+    return 0;
+  }
+
   static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
                        size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
                        void* user) {
@@ -376,6 +393,7 @@ struct Http2Callbacks {
   static nghttp2_session_callbacks* make() {
     nghttp2_session_callbacks* cb;
     nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
@@ -468,6 +486,12 @@ bool Http2Connection::feed(const char* data, size_t size) {
   progress_ = true;
   ssize_t rv = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(data), size);
   if (rv < 0) {
+    if (rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS || rv == NGHTTP2_ERR_FLOODED)
+      calm_down(nghttp2_strerror(static_cast<int>(rv)));  // nghttp2's own flood limits
+    if (calmed_) {
+      linger();  // our GOAWAY(ENHANCE_YOUR_CALM) goes out; the rest of the input is dropped
+      return true;
+    }
     LOG_INFO("HTTP/2: closing a connection: %s", nghttp2_strerror(static_cast<int>(rv)));
     return false;
   }
@@ -507,6 +531,7 @@ void Http2Connection::on_readable() {
     if (!buffer) buffer = pool.acquire();
     ssize_t n = read_some(buffer, capacity);
     if (n > 0) {
+      if (lingering_) continue;  // after our GOAWAY: read and drop, so the close is no reset
       if (!feed(buffer, static_cast<size_t>(n))) {
         ok = false;
         break;
@@ -533,6 +558,10 @@ void Http2Connection::on_readable() {
 // Everything nghttp2 has to send, gathered into one buffer and written at once.
 void Http2Connection::send_frames() {
   if (closed_ || !session_) return;
+  if (lingering_ && (pending_at_ < pending_.size() || !nghttp2_session_want_write(session_))) {
+    if (pending_at_ < pending_.size() && !write_pending()) close_now();
+    return;
+  }
   if (sending_) {
     send_again_ = true;
     return;
@@ -654,6 +683,21 @@ void Http2Connection::settle() {
   send_frames();
   if (closed_) return;
   const bool output_left = pending_at_ < pending_.size();
+  if (lingering_) {
+    if (!output_left && !shut_) {
+      shut_ = true;
+      ::shutdown(fd_, SHUT_WR);
+    }
+    if (timer.list != &worker_.linger_timers && timer.list != &worker_.send_timers)
+      (output_left ? worker_.send_timers : worker_.linger_timers)
+          .arm(timer, worker_.clock().monotonic_ms);
+    return;
+  }
+  if (calmed_ && !output_left && !nghttp2_session_want_write(session_)) {
+    linger();
+    settle();
+    return;
+  }
   if (!output_left && !nghttp2_session_want_read(session_) &&
       !nghttp2_session_want_write(session_)) {
     close_now();  // GOAWAY sent (ours or the client's) and no stream left
@@ -699,8 +743,10 @@ void Http2Connection::update_timer() {
 
 void Http2Connection::on_timeout() {
   if (closed_) return;
-  const event::TimerList* list = timer.list;  // already popped: compare by what we armed
-  (void)list;
+  if (lingering_) {
+    close_now();
+    return;
+  }
   uint32_t code = NGHTTP2_NO_ERROR;
   if (!settings_acked_) {
     LOG_INFO("HTTP/2: closing a connection: the client never acknowledged our SETTINGS");
@@ -725,8 +771,27 @@ void Http2Connection::drain() {
   settle();
 }
 
+// After a GOAWAY for abuse the client is likely still sending: closing at once would reset the
+// connection and could destroy the GOAWAY before it is read. Drop its input for a while instead.
+void Http2Connection::linger() {
+  if (lingering_) return;
+  lingering_ = true;
+  send_frames();
+  if (closed_) return;
+  event::TimerList::disarm(timer);
+  while (Http2Stream* s = streams_) {
+    nghttp2_session_set_stream_user_data(session_, s->id, nullptr);
+    if (Exchange* exchange = s->exchange) {
+      s->exchange = nullptr;
+      exchange->on_abort();
+    }
+    retire(*s);
+  }
+}
+
 void Http2Connection::calm_down(const char* why) {
-  if (draining_ && nghttp2_session_want_read(session_) == 0) return;
+  if (calmed_) return;
+  calmed_ = true;
   LOG_INFO("HTTP/2: closing a connection: %s", why);
   draining_ = true;
   nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);

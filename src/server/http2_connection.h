@@ -98,6 +98,7 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
                    bool with_body);
   void consume(int32_t stream_id, size_t bytes);
   void count_error();
+  void linger();
   void calm_down(const char* why);
   const sockaddr* local_address();
 
@@ -119,6 +120,10 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   bool hangup_seen_ = false;
   bool peer_closed_ = false;
   bool draining_ = false;
+  bool calmed_ = false;     // GOAWAY(ENHANCE_YOUR_CALM) submitted
+  bool lingering_ = false;  // GOAWAY out, input dropped until the client closes
+  bool shut_ = false;
+  size_t header_block_bytes_ = 0;  // HEADERS + CONTINUATION payload of the block being read
   bool progress_ = false;          // bytes moved since the timer was last armed
   bool writable_waiting_ = false;  // some stream said kFull
   uint64_t completed_ = 0;         // responses sent to the end
