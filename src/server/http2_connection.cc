@@ -15,6 +15,7 @@
 #include "event/deferred.h"
 #include "handlers/stream_handler.h"
 #include "http2/headers.h"
+#include "http2/memory.h"
 #include "server/route_table.h"
 #include "server/worker.h"
 
@@ -28,6 +29,7 @@ namespace {
 constexpr size_t kBatchBytes = 64 * 1024;  // frames gathered before one write
 constexpr size_t kHighWater = 64 * 1024;   // a streamed body's queued bytes before kFull
 constexpr size_t kLowWater = 16 * 1024;    // ...and before on_writable()
+constexpr size_t kSpareStreams = 2048;     // stream objects kept for reuse, per thread
 
 bool status_has_body(int status) {
   return status >= 200 && status != 204 && status != 304;
@@ -124,10 +126,15 @@ struct Sweeper final : event::Disposable {
       s->routes = nullptr;
       s->request.body = {};
       s->exchange = nullptr;
-      if (kRecycleAllocations && stream_spares.spare.size() < 256)
+      // Enough for the streams a batch of events retires under load (100 connections x 10
+      // streams is 1,000 at once); a buffer that grew large is not kept.
+      if (kRecycleAllocations && stream_spares.spare.size() < kSpareStreams) {
+        if (s->body.capacity() > kHighWater) std::string().swap(s->body);
+        if (s->held.capacity() > kHighWater) std::string().swap(s->held);
         stream_spares.spare.push_back(s);
-      else
+      } else {
         delete s;
+      }
     }
     stream_spares.retiring.clear();
   }
@@ -449,7 +456,8 @@ ssize_t Http2Connection::write_some(const char* data, size_t size) {
 
 void Http2Connection::start(std::string_view already_read) {
   in_event_ = true;
-  if (nghttp2_session_server_new2(&session_, callbacks(), this, options()) != 0) {
+  if (nghttp2_session_server_new3(&session_, callbacks(), this, options(),
+                                  http2::thread_memory()) != 0) {
     in_event_ = false;
     close_now();
     return;
