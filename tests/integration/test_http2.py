@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 from hpack import Decoder, Encoder
@@ -617,6 +618,48 @@ class TestProxy(ServerTestCase):
                 f"http://127.0.0.1:{self.srv.port}/download?bytes={size}&chunked={chunked}")
             self.assertEqual((status, len(body)), (200, size))
             self.assertEqual(hashlib.sha256(body).hexdigest(), pattern_sha256(size))
+
+    def test_request_body_window_follows_the_back_end(self):
+        # A back end that accepts and never reads: the client may send only what the windows
+        # allow, and the server opens them only as the upstream socket takes bytes.
+        sink = socket.socket()
+        self.addCleanup(sink.close)
+        sink.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sink.bind(("127.0.0.1", 0))
+        sink.listen(8)
+        root = self.make_root({"y": "y"}, name="www2")
+        srv = self.start_config(h2_config(
+            root, top=upstream_toml("stuck", [f"127.0.0.1:{sink.getsockname()[1]}"],
+                                    read_timeout="30s", send_timeout="30s"),
+            routes=route_toml("/", proxy="http://stuck"), limits='max_body_bytes = "64m"'))
+        c = RawH2(srv.port)
+        self.addCleanup(c.close)
+        total = 32 * 1024 * 1024
+        c.send(c.get(1, "/upload", [("content-length", str(total))], "POST", end_stream=False))
+        conn_window = stream_window = 65535
+        sent = 0
+        idle_since = time.monotonic()
+        while time.monotonic() - idle_since < 1.5 and sent < total:
+            n = min(conn_window, stream_window, 16384, total - sent)
+            if n > 0:
+                c.send(c.data(1, b"z" * n))
+                sent += n
+                conn_window -= n
+                stream_window -= n
+                idle_since = time.monotonic()
+                continue
+            f = c.read_frame(timeout=0.2)
+            if isinstance(f, WindowUpdateFrame):
+                if f.stream_id == 0:
+                    conn_window += f.window_increment
+                else:
+                    stream_window += f.window_increment
+            if isinstance(f, (RstStreamFrame, GoAwayFrame)):
+                self.fail(f"unexpected {f}")
+        print(f"body bytes the windows allowed: {sent}", file=sys.stderr)
+        self.assertLess(sent, 8 * 1024 * 1024,
+                        "the server stops opening the window once the back end stops reading")
+        self.assertGreater(sent, 65535, "and opened it while the back end took bytes")
 
     def test_nghttp_parallel(self):
         require_tool("nghttp", "nghttp2-client")
