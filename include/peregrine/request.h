@@ -45,6 +45,7 @@ struct Request {
   std::string_view query;      // after '?', without it; empty when absent
   std::string_view authority;  // host[:port] from an absolute-form target
   uint8_t version_minor = 1;   // HTTP/1.<minor>
+  uint8_t version_major = 1;   // 2 for a request that came as an HTTP/2 stream
   Header headers[kMaxHeaders];
   uint16_t header_count = 0;
 

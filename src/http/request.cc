@@ -67,6 +67,7 @@ void Request::clear() {
   query = {};
   authority = {};
   version_minor = 1;
+  version_major = 1;
   header_count = 0;
   host = {};
   content_length = -1;
@@ -88,6 +89,7 @@ void Request::assign(const Request& other) {
   query = other.query;
   authority = other.authority;
   version_minor = other.version_minor;
+  version_major = other.version_major;
   std::copy(other.headers, other.headers + other.header_count, headers);
   header_count = other.header_count;
   host = other.host;

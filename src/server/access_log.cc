@@ -24,6 +24,11 @@ int open_target(const std::string& path) {
   return ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 }
 
+std::string_view protocol_name(const Request& request) {
+  if (request.version_major == 2) return "HTTP/2.0";
+  return request.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1";
+}
+
 void append_address(std::string& out, const sockaddr* addr) {
   AddressText text(addr);
   out.append(text.ip_length ? text.ip_view() : "-");
@@ -170,7 +175,7 @@ void AccessLogBuffer::log(const Request& request, int status, uint64_t body_byte
     append_json_string(out, request.method_text);
     out.append(",\"uri\":");
     append_json_string(out, request.target);
-    out.append(",\"protocol\":\"HTTP/1.").append(1, static_cast<char>('0' + request.version_minor));
+    out.append(",\"protocol\":\"").append(protocol_name(request));
     out.append("\",\"status\":");
     append_decimal(out, static_cast<uint64_t>(status));
     out.append(",\"bytes\":");
@@ -188,7 +193,8 @@ void AccessLogBuffer::log(const Request& request, int status, uint64_t body_byte
     append_escaped(out, request.method_text);
     out += ' ';
     append_escaped(out, request.target);
-    out.append(" HTTP/1.").append(1, static_cast<char>('0' + request.version_minor)).append("\" ");
+    out += ' ';
+    out.append(protocol_name(request)).append("\" ");
     append_decimal(out, static_cast<uint64_t>(status));
     out += ' ';
     append_decimal(out, body_bytes);

@@ -226,6 +226,19 @@ void Connection::process() {
 
 bool Connection::process_head() {
   if (start_ == end_) return false;
+  if (requests_ == 0 && listener_.http2 && start_ == 0) {
+    // h2c with prior knowledge (RFC 9113 3.3): the client preface instead of a request.
+    constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    const size_t have = std::min<size_t>(end_, kPreface.size());
+    if (std::memcmp(buffer_, kPreface.data(), have) == 0) {
+      if (have < kPreface.size()) {
+        if (timer.list != &worker_.header_timers) set_timer(worker_.header_timers);
+        return false;
+      }
+      hand_over_http2();
+      return false;
+    }
+  }
   Request& request = worker_.scratch_request();
   request.clear();
   http1::ParseResult result =
@@ -601,6 +614,20 @@ void Connection::drain() {
   if (state_ == State::kClosed) return;  // an exchange in flight finishes, then the close
   keep_alive_ = false;
   if (state_ == State::kHead && start_ == end_ && !pending_) close_now();
+}
+
+// The socket, and what was read from it, go to an Http2Connection; this object is freed.
+void Connection::hand_over_http2() {
+  const int fd = fd_;
+  fd_ = -1;
+  state_ = State::kClosed;
+  event::TimerList::disarm(timer);
+  if (registered_) worker_.poller().remove(fd);  // the new connection registers it again
+  std::string_view bytes(buffer_ + start_, end_ - start_);
+  start_ = end_;
+  worker_.close_connection(this);
+  worker_.start_http2(fd, &peer_.sa, peer_len_, bytes, listener_);
+  release_buffer();
 }
 
 void Connection::close_now() {

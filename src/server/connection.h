@@ -70,6 +70,7 @@ class Connection final : public event::Pollable,
   void process();
   bool process_head();
   void handle_request(size_t head_length);
+  void hand_over_http2();
   void answer(Request& request, const Selection& selection);
 
   // ---- The request body (kBody and kExchange) ----

@@ -12,6 +12,7 @@
 #include "event/deferred.h"
 #include "http/http_date.h"
 #include "server/connection.h"
+#include "server/http2_connection.h"
 
 namespace peregrine::server {
 
@@ -102,7 +103,7 @@ Worker::Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config
 
 Worker::~Worker() {
   if (routes_) stop_now();
-  for (Connection* c : closed_) delete c;
+  free_closed();
   for (auto& l : listeners_) l->close();
   // The route table's upstream groups hand their pooled connections to dispose_later(): free
   // them here, on this (possibly different) thread, before the poller goes away.
@@ -230,6 +231,35 @@ void Worker::close_connection(Connection* connection) {
   closed_.push_back(connection);
 }
 
+void Worker::start_http2(int fd, const sockaddr* peer, socklen_t peer_len,
+                         std::string_view already_read, const ListenerOptions& listener) {
+  auto* connection = new Http2Connection(*this, fd, peer, peer_len, listener);
+  connection->next = http2_connections_;
+  if (http2_connections_) http2_connections_->prev = connection;
+  http2_connections_ = connection;
+  ++connection_count_;
+  connection->start(already_read);
+  if (draining_ && !connection->closed()) connection->drain();
+}
+
+void Worker::close_http2(Http2Connection* connection) {
+  if (connection->prev)
+    connection->prev->next = connection->next;
+  else
+    http2_connections_ = connection->next;
+  if (connection->next) connection->next->prev = connection->prev;
+  connection->prev = connection->next = nullptr;
+  --connection_count_;
+  closed_http2_.push_back(connection);
+}
+
+void Worker::free_closed() {
+  for (Connection* c : closed_) delete c;
+  closed_.clear();
+  for (Http2Connection* c : closed_http2_) delete c;
+  closed_http2_.clear();
+}
+
 void Worker::run_timers() {
   const int64_t now = clock_.monotonic_ms;
   for (event::TimerList* list :
@@ -248,10 +278,16 @@ void Worker::start_drain() {
     c->drain();
     c = next;
   }
+  for (Http2Connection* c = http2_connections_; c;) {
+    Http2Connection* next = c->next;
+    c->drain();  // GOAWAY; streams in flight finish
+    c = next;
+  }
 }
 
 void Worker::stop_now() {
   while (connections_) connections_->close_now();
+  while (http2_connections_) http2_connections_->close_now();
   if (routes_) routes_->flush_logs();
 }
 
@@ -281,14 +317,12 @@ void Worker::run() {
     for (int i = 0; i < n; ++i) events[i].target->on_ready(events[i].readiness);
     run_timers();
     event::dispose_pending();
-    for (Connection* c : closed_) delete c;
-    closed_.clear();
+    free_closed();
     if (draining_ && (connection_count_ == 0 || clock_.monotonic_ms >= drain_deadline_ms_)) break;
   }
   stop_now();
   event::dispose_pending();
-  for (Connection* c : closed_) delete c;
-  closed_.clear();
+  free_closed();
 }
 
 }  // namespace peregrine::server

@@ -21,6 +21,7 @@
 namespace peregrine::server {
 
 class Connection;
+class Http2Connection;
 class Worker;
 
 // What a listening address asks of the connections it accepts (config::ListenAddress, copied:
@@ -82,6 +83,12 @@ class Worker {
   // ---- Used by connections and listeners (worker thread only) ----
   void accept_from(Listener& listener);
   void close_connection(Connection* connection);  // deferred delete at the end of the batch
+  // HTTP/2 on an accepted socket: from Connection when an http2 listener's client opens with the
+  // h2c preface, and from the TLS layer after ALPN chose "h2". `already_read` is what the caller
+  // read past the handshake (the preface onwards). Takes the descriptor; counts as a connection.
+  void start_http2(int fd, const sockaddr* peer, socklen_t peer_len, std::string_view already_read,
+                   const ListenerOptions& listener);
+  void close_http2(Http2Connection* connection);  // deferred delete at the end of the batch
   event::Poller& poller() { return *poller_; }
   const Clock& clock() const { return clock_; }
   RouteTable& routes() { return *routes_; }
@@ -132,7 +139,10 @@ class Worker {
   Connection* connections_ = nullptr;  // intrusive list of live connections
   size_t connection_count_ = 0;
   size_t max_connections_ = 0;
-  std::vector<Connection*> closed_;  // freed after the current batch of events
+  std::vector<Connection*> closed_;               // freed after the current batch of events
+  Http2Connection* http2_connections_ = nullptr;  // intrusive list; counted in connection_count_
+  std::vector<Http2Connection*> closed_http2_;
+  void free_closed();
   bool draining_ = false;
   bool stopping_ = false;
   int64_t drain_deadline_ms_ = 0;

@@ -246,7 +246,9 @@ void FastcgiExchange::encode_request_head() {
   AddressText peer(r.peer);
   params.add("REMOTE_ADDR", peer.ip_view());
   params.add("REMOTE_PORT", peer.port_view());
-  params.add("SERVER_PROTOCOL", r.version_minor == 0 ? "HTTP/1.0" : "HTTP/1.1");
+  params.add("SERVER_PROTOCOL", r.version_major == 2   ? "HTTP/2.0"
+                                : r.version_minor == 0 ? "HTTP/1.0"
+                                                       : "HTTP/1.1");
   for (const Header& h : r.header_list()) {
     // CONTENT_TYPE/LENGTH are passed above; "Proxy" would become HTTP_PROXY, which CGI
     // programs take for their outgoing proxy (httpoxy).

@@ -19,6 +19,7 @@ TEST(RequestAssign, CopiesEveryField) {
   a.query = "x=1";
   a.authority = "example.com";
   a.version_minor = 0;
+  a.version_major = 2;
   a.headers[0] = {"Host", "example.com"};
   a.headers[1] = {"Content-Type", "text/plain"};
   a.header_count = 2;
@@ -46,6 +47,7 @@ TEST(RequestAssign, CopiesEveryField) {
   EXPECT_EQ(b.query, a.query);
   EXPECT_EQ(b.authority, a.authority);
   EXPECT_EQ(b.version_minor, 0);
+  EXPECT_EQ(b.version_major, 2);
   ASSERT_EQ(b.header_count, 2);
   EXPECT_EQ(b.headers[1].name, "Content-Type");
   EXPECT_EQ(b.headers[2].name, "Stale");  // beyond header_count: not copied

@@ -1,0 +1,217 @@
+#include "http2/headers.h"
+
+#include "core/strings.h"
+
+namespace peregrine::http2 {
+
+Method method_from_text(std::string_view text) {
+  switch (text.size()) {
+    case 3:
+      if (text == "GET") return Method::kGet;
+      if (text == "PUT") return Method::kPut;
+      break;
+    case 4:
+      if (text == "HEAD") return Method::kHead;
+      if (text == "POST") return Method::kPost;
+      break;
+    case 5:
+      if (text == "PATCH") return Method::kPatch;
+      if (text == "TRACE") return Method::kTrace;
+      break;
+    case 6:
+      if (text == "DELETE") return Method::kDelete;
+      break;
+    case 7:
+      if (text == "OPTIONS") return Method::kOptions;
+      if (text == "CONNECT") return Method::kConnect;
+      break;
+  }
+  return Method::kUnknown;
+}
+
+bool is_connection_specific(std::string_view name) {
+  switch (name.size()) {
+    case 2:
+      return ascii_iequals(name, "te");
+    case 7:
+      return ascii_iequals(name, "upgrade");
+    case 10:
+      return ascii_iequals(name, "connection") || ascii_iequals(name, "keep-alive");
+    case 16:
+      return ascii_iequals(name, "proxy-connection");
+    case 17:
+      return ascii_iequals(name, "transfer-encoding");
+  }
+  return false;
+}
+
+void RequestHeadBuilder::reset() {
+  storage_.clear();
+  fields_.clear();
+  cookies_.clear();
+  has_method_ = has_scheme_ = has_path_ = has_authority_ = false;
+  regular_seen_ = false;
+  too_large_ = false;
+  list_bytes_ = 0;
+}
+
+RequestHeadBuilder::Span RequestHeadBuilder::keep(std::string_view bytes) {
+  Span s{static_cast<uint32_t>(storage_.size()), static_cast<uint32_t>(bytes.size())};
+  storage_.append(bytes);
+  return s;
+}
+
+bool RequestHeadBuilder::add(std::string_view name, std::string_view value) {
+  list_bytes_ += name.size() + value.size() + 32;
+  if (list_bytes_ > max_list_bytes_) too_large_ = true;
+  if (!name.empty() && name[0] == ':') {
+    if (regular_seen_) return false;  // RFC 9113 8.3: pseudo-headers come first
+    Span* slot;
+    bool* seen;
+    if (name == ":method") {
+      slot = &method_, seen = &has_method_;
+    } else if (name == ":path") {
+      slot = &path_, seen = &has_path_;
+    } else if (name == ":scheme") {
+      slot = &scheme_, seen = &has_scheme_;
+    } else if (name == ":authority") {
+      slot = &authority_, seen = &has_authority_;
+    } else {
+      return false;  // :status or an unknown pseudo-header in a request
+    }
+    if (*seen) return false;
+    *seen = true;
+    *slot = too_large_ ? Span{} : keep(value);
+    return true;
+  }
+  regular_seen_ = true;
+  for (char c : name)
+    if (c >= 'A' && c <= 'Z') return false;  // RFC 9113 8.2.1: names are lower case
+  if (is_connection_specific(name) && !(name == "te" && value == "trailers")) return false;
+  if (too_large_) return true;
+  if (name == "cookie") {
+    cookies_.push_back(keep(value));
+    return true;
+  }
+  if (fields_.size() >= kMaxHeaders) {
+    too_large_ = true;
+    return true;
+  }
+  Span n = keep(name);
+  fields_.push_back({n, keep(value)});
+  return true;
+}
+
+int RequestHeadBuilder::finish(Request& request, bool end_stream) {
+  request.clear();
+  if (too_large_) return 431;
+  if (!has_method_) return 400;
+  const std::string_view method = view(method_);
+  const bool connect = method == "CONNECT";
+  // RFC 9113 8.3.1: all three for a request, none but :authority for CONNECT.
+  if (connect ? (has_path_ || has_scheme_ || !has_authority_)
+              : (!has_path_ || !has_scheme_ || path_.length == 0))
+    return 400;
+
+  // Everything that is appended to the storage comes first: views are taken afterwards.
+  Span cookie{};
+  if (!cookies_.empty()) {
+    std::string joined;
+    for (size_t i = 0; i < cookies_.size(); ++i) {
+      if (i) joined.append("; ");
+      joined.append(view(cookies_[i]));
+    }
+    cookie = keep(joined);
+  }
+  const size_t extra = (cookies_.empty() ? 0 : 1) + (has_authority_ ? 1 : 0);
+  if (fields_.size() + extra > kMaxHeaders) return 431;
+
+  request.method_text = method;
+  request.method = method_from_text(method);
+  request.version_major = 2;
+  request.version_minor = 1;  // HTTP/1.1 semantics wherever a handler asks (keep-alive, chunked)
+  bool host_sent = false;
+  for (const Field& f : fields_) {
+    std::string_view name = view(f.name);
+    std::string_view value = view(f.value);
+    if (name == "content-length") {
+      uint64_t length = 0;
+      if (value.empty() || value.size() > 18) return 400;
+      for (char c : value) {
+        if (c < '0' || c > '9') return 400;
+        length = length * 10 + static_cast<uint64_t>(c - '0');
+      }
+      if (request.content_length >= 0 && static_cast<uint64_t>(request.content_length) != length)
+        return 400;
+      request.content_length = static_cast<int64_t>(length);
+    } else if (name == "host") {
+      host_sent = true;
+      if (!has_authority_) request.host = value;
+    }
+    request.headers[request.header_count++] = {name, value};
+  }
+  if (!cookies_.empty()) request.headers[request.header_count++] = {"cookie", view(cookie)};
+  if (has_authority_) {
+    request.host = view(authority_);
+    // Handlers and back ends that look for a Host field find it (RFC 9113 8.3.1).
+    if (!host_sent) request.headers[request.header_count++] = {"host", request.host};
+  }
+  if (connect) {
+    request.target = request.authority = view(authority_);
+  } else {
+    std::string_view target = view(path_);
+    request.target = target;
+    if (target == "*") {
+      if (request.method != Method::kOptions) return 400;
+      request.raw_path = target;
+    } else {
+      if (target[0] != '/') return 400;
+      size_t question = target.find('?');
+      request.raw_path = target.substr(0, question);
+      if (question != std::string_view::npos) request.query = target.substr(question + 1);
+    }
+  }
+  // An HTTP/2 body is delimited by END_STREAM: without a length it is "length unknown", which
+  // is what `chunked` means to the handlers.
+  if (end_stream) {
+    if (request.content_length > 0) return 400;  // announced a body and sent none
+  } else if (request.content_length < 0) {
+    request.chunked = true;
+  }
+  return 0;
+}
+
+void ResponseFields::clear() {
+  storage_.clear();
+  fields_.clear();
+}
+
+void ResponseFields::add(std::string_view name, std::string_view value) {
+  if (is_connection_specific(name)) return;
+  Field f;
+  f.name_at = static_cast<uint32_t>(storage_.size());
+  f.name_length = static_cast<uint32_t>(name.size());
+  for (char c : name) storage_.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c);
+  f.value_at = static_cast<uint32_t>(storage_.size());
+  f.value_length = static_cast<uint32_t>(value.size());
+  storage_.append(value);
+  fields_.push_back(f);
+}
+
+void ResponseFields::add_lines(std::string_view lines) {
+  while (!lines.empty()) {
+    size_t eol = lines.find('\n');
+    std::string_view line = lines.substr(0, eol);
+    lines = eol == std::string_view::npos ? std::string_view() : lines.substr(eol + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    size_t colon = line.find(':');
+    if (colon == std::string_view::npos || colon == 0) continue;
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    add(line.substr(0, colon), value);
+  }
+}
+
+}  // namespace peregrine::http2

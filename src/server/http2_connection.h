@@ -1,0 +1,142 @@
+// One HTTP/2 client connection (RFC 9113): h2c with prior knowledge on a listener with
+// `http2 = true`, and (once TLS is glued in) ALPN "h2". nghttp2 does the framing, HPACK and flow
+// control; this class feeds it bytes, turns its streams into peregrine::Requests routed through
+// the same RouteTable as HTTP/1, and sends what it produces, batched: all the frames of one
+// event leave in one write. Each stream is a handlers::Downstream, so every handler, synchronous
+// or streamed (FastCGI, proxy), works unchanged. One worker thread owns the connection and its
+// nghttp2 session: no locks.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "event/poller.h"
+#include "event/timer_list.h"
+#include "peregrine/response.h"
+
+struct nghttp2_session;
+
+namespace peregrine::server {
+
+class Worker;
+struct ListenerOptions;
+class Http2Stream;
+
+// The defaults and abuse budgets (docs/http2.md).
+struct Http2Limits {
+  static constexpr uint32_t kMaxConcurrentStreams = 128;  // REFUSED_STREAM beyond
+  static constexpr int32_t kStreamWindow = 65535;         // per stream, opened as bytes are taken
+  static constexpr int32_t kConnectionWindow = 1 << 20;
+  // Client RST_STREAMs of streams we had started handling (Rapid Reset, CVE-2023-44487), and
+  // RST_STREAMs we had to send for the client's errors (MadeYouReset, CVE-2025-8671): each budget
+  // grows by one for every two completed responses, so a long-lived browser connection that
+  // cancels now and then never reaches it.
+  static constexpr uint32_t kResetBudget = 100;
+  static constexpr uint32_t kErrorBudget = 100;
+  // A header block decoding to more than this multiple of max_header_bytes ends the connection
+  // (CONTINUATION flood, HPACK bomb); up to it, the stream gets 431.
+  static constexpr uint32_t kHeaderAbuseFactor = 4;
+};
+
+class Http2Connection final : public event::Pollable, public event::TimerOwner {
+ public:
+  Http2Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len,
+                  const ListenerOptions& listener);
+  ~Http2Connection();
+  Http2Connection(const Http2Connection&) = delete;
+  Http2Connection& operator=(const Http2Connection&) = delete;
+
+  // `already_read`: what the caller read from the socket before handing it over, starting with
+  // the client preface "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" (may be empty or partial).
+  void start(std::string_view already_read);
+  void on_ready(uint32_t readiness) override;
+  void on_timeout() override;
+  // Graceful stop: GOAWAY, in-flight streams finish, then the close.
+  void drain();
+  void close_now();
+  bool closed() const { return closed_; }
+
+  event::TimerNode timer;
+  Http2Connection* prev = nullptr;  // worker's list of live HTTP/2 connections
+  Http2Connection* next = nullptr;
+
+ private:
+  friend class Http2Stream;
+  friend struct Http2Callbacks;
+
+  // All socket I/O goes through these two, with recv/send semantics (>0 bytes, 0 peer closed,
+  // -1 with errno): the TLS layer replaces them with its stream's read/write.
+  ssize_t read_some(char* buffer, size_t size);
+  ssize_t write_some(const char* data, size_t size);
+
+  void on_readable();
+  bool feed(const char* data, size_t size);
+  void send_frames();
+  bool write_pending();
+  void settle();
+  void after_stream_call();
+  void update_timer();
+  void notify_writable_streams();
+  void patch_first_settings(std::string& frames);
+
+  // ---- Streams ----
+  Http2Stream* open_stream(int32_t id);
+  void retire(Http2Stream& s);
+  void on_request_head(Http2Stream& s, bool end_stream);
+  void on_request_end(Http2Stream& s);
+  void on_data(Http2Stream& s, const uint8_t* data, size_t size);
+  void deliver(Http2Stream& s, std::string_view bytes, bool last);
+  void answer(Http2Stream& s);
+  void respond_status(Http2Stream& s, int status);
+  void respond_complete(Http2Stream& s, Response& response);
+  bool submit_head(Http2Stream& s, const Response& response, int64_t content_length,
+                   bool with_body);
+  void consume(int32_t stream_id, size_t bytes);
+  void count_error();
+  void linger();
+  void calm_down(const char* why);
+  const sockaddr* local_address();
+
+  Worker& worker_;
+  const ListenerOptions& listener_;
+  int fd_;
+  nghttp2_session* session_ = nullptr;
+  Http2Stream* streams_ = nullptr;  // live streams (nghttp2 user data points at them)
+  uint32_t live_streams_ = 0;
+  std::string pending_;  // what the socket has not taken yet
+  size_t pending_at_ = 0;
+  bool closed_ = false;
+  bool in_event_ = false;  // our own event handling is on the stack: it sends at its end
+  bool sending_ = false;
+  bool send_again_ = false;
+  bool first_send_ = true;
+  bool settings_acked_ = false;
+  bool read_blocked_ = false;
+  bool hangup_seen_ = false;
+  bool peer_closed_ = false;
+  bool draining_ = false;
+  bool calmed_ = false;     // GOAWAY(ENHANCE_YOUR_CALM) submitted
+  bool lingering_ = false;  // GOAWAY out, input dropped until the client closes
+  bool shut_ = false;
+  size_t header_block_bytes_ = 0;  // HEADERS + CONTINUATION payload of the block being read
+  bool progress_ = false;          // bytes moved since the timer was last armed
+  bool writable_waiting_ = false;  // some stream said kFull
+  uint64_t completed_ = 0;         // responses sent to the end
+  uint32_t client_resets_ = 0;
+  uint32_t errors_ = 0;
+  union {
+    sockaddr sa;
+    sockaddr_in v4;
+    sockaddr_in6 v6;
+  } peer_{};
+  socklen_t peer_len_ = 0;
+  sockaddr_storage local_{};
+  socklen_t local_len_ = 0;
+};
+
+}  // namespace peregrine::server
