@@ -25,6 +25,9 @@ struct CommandLine {
   std::string fastcgi;             // --fastcgi ADDR: every path to php-fpm (needs --root)
   std::vector<std::string> proxy;  // --proxy URL | --proxy /prefix/=URL (repeatable)
   std::string max_body;            // --max-body SIZE: limits.max_body_bytes ("" = the default)
+  std::string tls_cert;            // --tls-cert PEM: every --listen serves TLS with it
+  std::string tls_key;             // --tls-key PEM
+  bool tls_self_signed = false;    // --tls-self-signed: a certificate made in memory
 };
 
 struct CommandLineResult {
@@ -49,6 +52,10 @@ std::string usage();
 // unless --access-log says otherwise. The routes and limits are read by the same readers as a
 // file's, from tables built here, so they get the same defaults and checks.
 LoadResult build_config(const CommandLine& cli);
+
+// After build_config with --tls-self-signed: the certificate's SHA-256 fingerprint (made once
+// per process, so a reload keeps the certificate the user has just trusted).
+std::string self_signed_fingerprint();
 
 // The body limit of a quick-mode PHP site: WordPress media uploads (a few MB of photos) must
 // reach PHP, whose post_max_size/upload_max_filesize then decide; a lower limit here would
