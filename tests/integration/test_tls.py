@@ -4,6 +4,7 @@ and testssl.sh against the defaults. Real clients only: curl, openssl s_client, 
 testssl.sh. Certificates come from a test CA made with the openssl CLI.
 """
 
+import json
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import phpfpm  # noqa: E402
 from harness import PEREGRINE_BIN, q  # noqa: E402
 
 OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
@@ -340,6 +342,35 @@ class TestHttpOverTls(TlsTestCase):
                                       headers={"Host": "example.com:8080"})
         self.assertEqual(status, 301)
         self.assertEqual(headers["Location"], "https://example.com/a/b%20c?x=1&y=2")
+
+
+class TestFastcgiOverTls(TlsTestCase):
+    def test_php_sees_https_on_and_the_tls_port(self):
+        if not phpfpm.available():
+            harness.require_tool("php-fpm8.2", "php8.2-fpm", path=phpfpm.PHP_FPM_BIN)
+        root = self.make_root({})
+        shutil.copy(os.path.join(harness.HERE, "php", "env.php"), root)
+        fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm"), children=2)
+        self.addCleanup(fpm.stop)
+        fpm.start()
+        routes = (f'[[site.route]]\nextension = "php"\nfastcgi = {q(fpm.address)}\n'
+                  '[[site.route]]\nprefix = "/"\n')
+        srv = self.start_config(tls_config(
+            root, tls_site(*self.ec), routes=routes,
+            listen='[{ address = "127.0.0.1:0", tls = true }, "127.0.0.2:0"]'))
+        out = self.curl(srv.port, "/env.php")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        server = json.loads(out.stdout)["server"]
+        self.assertEqual(server.get("HTTPS"), "on")
+        self.assertEqual(server.get("REQUEST_SCHEME"), "https")
+        self.assertEqual(server.get("SERVER_PORT"), str(srv.port))
+        m = re.search(r"listening on 127\.0\.0\.2:(\d+)", srv.stderr())
+        plain = subprocess.run(["curl", "-sS", f"http://127.0.0.2:{m.group(1)}/env.php"],
+                               capture_output=True, timeout=10)
+        server = json.loads(plain.stdout)["server"]
+        self.assertNotIn("HTTPS", server)
+        self.assertEqual(server.get("REQUEST_SCHEME"), "http")
+        self.assertEqual(server.get("SERVER_PORT"), m.group(1))
 
 
 class TestResumption(TlsTestCase):
