@@ -56,6 +56,7 @@ struct Request {
   bool keep_alive = true;       // after Connection and the version's default
   bool expect_continue = false;
   bool upgrade = false;  // Connection: upgrade with an Upgrade header
+  bool secure = false;   // arrived over TLS (set by the connection): https, HTTPS=on
 
   // ---- Filled by the connection before routing ----
   std::string_view path;  // percent-decoded, dot-segments removed, starts with '/'

@@ -1,5 +1,6 @@
 #include "config/cli.h"
 
+#include <arpa/inet.h>
 #include <toml++/toml.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include "config/upstream_address.h"
 #include "config/validate.h"
 #include "core/log.h"
+#include "tls/config.h"
 #include "upstream/config.h"
 
 namespace peregrine::config {
@@ -44,6 +46,9 @@ enum class Option {
   kProxy,
   kMaxBody,
   kFastcgiConns,
+  kTlsCert,
+  kTlsKey,
+  kTlsSelfSigned
 };
 
 struct OptionSpec {
@@ -53,14 +58,25 @@ struct OptionSpec {
 };
 
 constexpr OptionSpec kLongOptions[] = {
-    {"help", Option::kHelp, false},         {"version", Option::kVersion, false},
-    {"test", Option::kTest, false},         {"config", Option::kConfig, true},
-    {"listen", Option::kListen, true},      {"root", Option::kRoot, true},
-    {"workers", Option::kWorkers, true},    {"access-log", Option::kAccessLog, true},
-    {"pid-file", Option::kPidFile, true},   {"error-log", Option::kErrorLog, true},
-    {"log-level", Option::kLogLevel, true}, {"user", Option::kUser, true},
-    {"fastcgi", Option::kFastcgi, true},    {"proxy", Option::kProxy, true},
-    {"max-body", Option::kMaxBody, true},   {"fastcgi-conns", Option::kFastcgiConns, true},
+    {"help", Option::kHelp, false},
+    {"version", Option::kVersion, false},
+    {"test", Option::kTest, false},
+    {"config", Option::kConfig, true},
+    {"listen", Option::kListen, true},
+    {"root", Option::kRoot, true},
+    {"workers", Option::kWorkers, true},
+    {"access-log", Option::kAccessLog, true},
+    {"pid-file", Option::kPidFile, true},
+    {"error-log", Option::kErrorLog, true},
+    {"log-level", Option::kLogLevel, true},
+    {"user", Option::kUser, true},
+    {"fastcgi", Option::kFastcgi, true},
+    {"proxy", Option::kProxy, true},
+    {"max-body", Option::kMaxBody, true},
+    {"fastcgi-conns", Option::kFastcgiConns, true},
+    {"tls-cert", Option::kTlsCert, true},
+    {"tls-key", Option::kTlsKey, true},
+    {"tls-self-signed", Option::kTlsSelfSigned, false},
 };
 
 const OptionSpec* find_long(std::string_view name) {
@@ -89,7 +105,7 @@ const OptionSpec* find_short(char c) {
 std::string apply(Option option, std::string_view shown, const std::string& value,
                   CommandLine* cli) {
   if (value.empty() && option != Option::kHelp && option != Option::kVersion &&
-      option != Option::kTest) {
+      option != Option::kTest && option != Option::kTlsSelfSigned) {
     return "option '" + std::string(shown) + "' needs a non-empty value";
   }
   switch (option) {
@@ -134,6 +150,15 @@ std::string apply(Option option, std::string_view shown, const std::string& valu
       break;
     case Option::kFastcgiConns:
       cli->fastcgi_conns = value;
+      break;
+    case Option::kTlsCert:
+      cli->tls_cert = value;
+      break;
+    case Option::kTlsKey:
+      cli->tls_key = value;
+      break;
+    case Option::kTlsSelfSigned:
+      cli->tls_self_signed = true;
       break;
     case Option::kWorkers: {
       if (value == "auto") {
@@ -402,6 +427,71 @@ void read_max_body(const CommandLine& cli, const std::string& cwd, Limits* limit
   }
 }
 
+struct SelfSigned {
+  TlsCertificate certificate;
+  std::string fingerprint;
+};
+SelfSigned& self_signed() {
+  static SelfSigned made;
+  return made;
+}
+
+// --tls-cert/--tls-key/--tls-self-signed: every listener serves TLS with that certificate.
+void apply_quick_tls(const CommandLine& cli, const std::string& cwd, Config* config, Site* site,
+                     std::vector<ConfigError>* errors) {
+  const bool files = !cli.tls_cert.empty() || !cli.tls_key.empty();
+  if (!files && !cli.tls_self_signed) return;
+  if (files && cli.tls_self_signed) {
+    errors->push_back(cli_error("--tls-self-signed cannot be combined with --tls-cert/--tls-key",
+                                "use either your certificate or a generated one"));
+    return;
+  }
+  for (ListenAddress& address : config->listen) {
+    address.tls = true;
+    address.http2 = true;
+  }
+  if (files) {
+    if (cli.tls_cert.empty() || cli.tls_key.empty()) {
+      errors->push_back(cli_error(
+          cli.tls_cert.empty() ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key",
+          "give both: --tls-cert CERT.pem --tls-key KEY.pem"));
+      return;
+    }
+    Reader reader(std::string(kCommandLine), cwd);
+    toml::table table{{"certificate", cli.tls_cert}, {"key", cli.tls_key}};
+    tls::read_site_tls(reader, table, &site->tls);
+    for (ConfigError& e : reader.take_errors()) {
+      e.message = "--tls-cert/--tls-key: " + e.message;
+      errors->push_back(std::move(e));
+    }
+    return;
+  }
+  SelfSigned& made = self_signed();
+  if (made.fingerprint.empty()) {
+    std::vector<std::string> names = {"localhost", "127.0.0.1", "::1"};
+    for (const ListenAddress& address : config->listen) {
+      char text[INET6_ADDRSTRLEN] = "";
+      if (address.addr.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address.addr).sin_addr, text,
+                  sizeof text);
+      } else if (address.addr.ss_family == AF_INET6) {
+        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(address.addr).sin6_addr, text,
+                  sizeof text);
+      }
+      std::string name = text;
+      if (!name.empty() && name != "0.0.0.0" && name != "::" &&
+          std::find(names.begin(), names.end(), name) == names.end())
+        names.push_back(name);
+    }
+    std::string problem = tls::make_self_signed(names, &made.certificate, &made.fingerprint);
+    if (!problem.empty()) {
+      errors->push_back(cli_error("--tls-self-signed: " + problem));
+      return;
+    }
+  }
+  site->tls.certificates.push_back(made.certificate);
+}
+
 constexpr std::string_view kWelcomePage = R"html(<!doctype html>
 <html lang="en">
 <head>
@@ -524,6 +614,11 @@ std::string usage() {
       --fastcgi-conns N    at most N connections to --fastcgi ADDR, kept open between requests;
                            more requests wait for one (default: the pm.max_children of the
                            running php-fpm pool listening on ADDR, else 5)
+      --tls-cert PEM --tls-key PEM
+                           serve TLS (HTTPS) on every --listen address with this certificate
+                           chain and key
+      --tls-self-signed    serve TLS with a certificate made in memory for localhost and the
+                           listen addresses (ECDSA P-256); prints its SHA-256 fingerprint
       --max-body SIZE      largest request body, e.g. 1m, 64m (as max_body_bytes in a file);
                            larger ones get 413. Default 1m, and 64m with --fastcgi, so that
                            WordPress uploads reach PHP and php.ini's post_max_size and
@@ -571,6 +666,13 @@ LoadResult build_config(const CommandLine& cli) {
             cli_error("--proxy cannot be combined with -c",
                       "add a route with proxy = \"URL\" to a [[site]] of " + cli.config_file));
       }
+      if (!cli.tls_cert.empty() || !cli.tls_key.empty() || cli.tls_self_signed) {
+        result.errors.push_back(
+            cli_error("--tls-cert, --tls-key and --tls-self-signed cannot be combined with -c",
+                      "set listen = { address = \"...\", tls = true } and a site's tls = "
+                      "{ certificate = \"...\", key = \"...\" } in " +
+                          cli.config_file));
+      }
       if (!cli.max_body.empty()) {
         result.errors.push_back(cli_error(
             "--max-body cannot be combined with -c",
@@ -579,6 +681,7 @@ LoadResult build_config(const CommandLine& cli) {
       if (!result.errors.empty()) return result;
       LoadResult loaded = load_file(cli.config_file);
       if (!loaded.errors.empty()) return loaded;
+      result.warnings = std::move(loaded.warnings);
       auto config = std::make_shared<Config>(*loaded.config);
       apply_common(cli, cwd, config.get(), &result.errors);
       if (result.errors.empty()) result.config = std::move(config);
@@ -678,6 +781,7 @@ LoadResult build_config(const CommandLine& cli) {
                                 {"content_type", "text/html; charset=utf-8"},
                                 {"body", kWelcomePage}});
     }
+    apply_quick_tls(cli, cwd, config.get(), &site, &result.errors);
     config->sites.push_back(std::move(site));
     config->default_site = 0;
 
@@ -688,6 +792,10 @@ LoadResult build_config(const CommandLine& cli) {
     result.errors.push_back(cli_error(std::string("internal error: ") + e.what()));
   }
   return result;
+}
+
+std::string self_signed_fingerprint() {
+  return self_signed().fingerprint;
 }
 
 }  // namespace peregrine::config

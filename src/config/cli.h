@@ -27,6 +27,9 @@ struct CommandLine {
   std::string fastcgi_conns;       // --fastcgi-conns N: the cap on connections to it ("" = find)
   std::vector<std::string> proxy;  // --proxy URL | --proxy /prefix/=URL (repeatable)
   std::string max_body;            // --max-body SIZE: limits.max_body_bytes ("" = the default)
+  std::string tls_cert;            // --tls-cert PEM: every --listen serves TLS with it
+  std::string tls_key;             // --tls-key PEM
+  bool tls_self_signed = false;    // --tls-self-signed: a certificate made in memory
 };
 
 struct CommandLineResult {
@@ -56,6 +59,9 @@ LoadResult build_config(const CommandLine& cli);
 // php-fpm pool listening there says its pm.max_children (config/php_fpm_pools.h): the
 // pm.max_children Debian's and PHP's own www.conf ship with.
 inline constexpr uint32_t kQuickFastcgiDefaultConns = 5;
+// After build_config with --tls-self-signed: the certificate's SHA-256 fingerprint (made once
+// per process, so a reload keeps the certificate the user has just trusted).
+std::string self_signed_fingerprint();
 
 // The body limit of a quick-mode PHP site: WordPress media uploads (a few MB of photos) must
 // reach PHP, whose post_max_size/upload_max_filesize then decide; a lower limit here would

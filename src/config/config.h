@@ -216,6 +216,40 @@ struct Route {
   SourcePos pos;
 };
 
+// A certificate chain and its key, read (and checked) when the configuration is loaded, so that
+// every worker builds its TLS contexts from the same bytes and a reload re-reads the files.
+struct TlsCertificate {
+  std::string certificate_path;  // "" for a generated certificate (--tls-self-signed)
+  std::string key_path;
+  std::string chain_pem;  // leaf first, then intermediates
+  std::string key_pem;
+  SourcePos pos;
+};
+
+// A site's TLS keys ([[site]] tls = {...}); see docs/tls.md.
+struct SiteTls {
+  std::vector<TlsCertificate> certificates;  // at most one per key type (ECDSA, RSA)
+  std::string ocsp_response;                 // DER bytes of the stapled OCSP response ("" none)
+  std::string hsts;  // the Strict-Transport-Security value sent on TLS responses ("" none)
+};
+
+// The global [tls] table: what every TLS listener negotiates.
+struct TlsOptions {
+  bool tls12 = true;  // "protocols"; nothing older than 1.2 is offered
+  bool tls13 = true;
+  std::string ciphers;       // TLS 1.2 cipher list ("" = the built-in modern list)
+  std::string ciphersuites;  // TLS 1.3 suites ("" = OpenSSL's)
+  std::string curves;        // groups ("" = the built-in list)
+  // Session ticket keys: 80 bytes each; the first encrypts, all decrypt. Empty: random keys
+  // made at start and rotated every ticket_rotation.
+  std::vector<std::string> ticket_keys;
+  bool tickets = true;
+  Millis ticket_rotation{6 * 60 * 60 * 1000};
+  uint32_t session_cache = 20480;  // sessions per worker (0: no cache)
+  Millis session_timeout{6 * 60 * 60 * 1000};
+  bool log_tls = false;  // access log lines carry the protocol version and cipher
+};
+
 struct Site {
   std::vector<std::string> hosts;  // lower-case; "*.example.com" wildcards allowed
   bool is_default = false;
@@ -223,6 +257,7 @@ struct Site {
   std::vector<Route> routes;   // first match wins, in declared order
   std::map<int, std::string> error_pages;  // status -> path under the site root
   AccessLog access_log;
+  SiteTls tls;
   SourcePos pos;
 };
 
@@ -239,6 +274,7 @@ struct Config {
   LogLevel log_level = LogLevel::kInfo;
   std::string server_header = "peregrine";  // Server: value; "" sends none
   Limits limits;
+  TlsOptions tls;
   std::map<std::string, std::string> mime_types;  // extension (no dot, lower-case) -> type
   std::vector<UpstreamGroup> upstreams;           // named and implicit groups
   std::vector<Site> sites;
@@ -248,7 +284,8 @@ struct Config {
 struct ConfigError {
   SourcePos pos;
   std::string message;
-  std::string hint;  // may be empty
+  std::string hint;      // may be empty
+  bool warning = false;  // printed as "warning:", never stops a load
   // "file:line:col: error: message (hint: ...)"
   std::string to_string() const;
 };
@@ -256,6 +293,7 @@ struct ConfigError {
 struct LoadResult {
   std::shared_ptr<const Config> config;  // null when errors is not empty
   std::vector<ConfigError> errors;
+  std::vector<ConfigError> warnings;  // e.g. a certificate that expires soon
 };
 
 LoadResult load_file(const std::string& path);

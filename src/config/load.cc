@@ -29,6 +29,7 @@
 #include "config/sections.h"
 #include "config/validate.h"
 #include "handlers/static/config.h"
+#include "tls/config.h"
 #include "upstream/config.h"
 
 namespace peregrine::config {
@@ -45,8 +46,8 @@ constexpr int64_t kMaxBacklog = 65535;
 constexpr int64_t kMaxConnections = 1 << 20;
 
 const std::vector<std::string_view> kTopKeys = {
-    "listen",    "workers",       "user",   "group",      "pid_file", "error_log",
-    "log_level", "server_header", "limits", "mime_types", "upstream", "site"};
+    "listen",        "workers", "user",       "group",    "pid_file", "error_log", "log_level",
+    "server_header", "limits",  "mime_types", "upstream", "site",     "tls"};
 const std::vector<std::string_view> kLimitKeys = {
     "header_timeout",   "keepalive_timeout", "body_timeout",
     "send_timeout",     "shutdown_timeout",  "max_connections",
@@ -66,6 +67,7 @@ const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "access_log",
                                                  "access_log_format",
                                                  "error_pages",
+                                                 "tls",
                                                  "route"};
 const std::vector<std::string_view> kMatchKeys = {"exact", "prefix", "extension", "regex"};
 
@@ -357,6 +359,7 @@ class Loader {
       result.errors = reader_.take_errors();
       return result;
     }
+    result.warnings = reader_.take_warnings();
     result.config = std::make_shared<Config>(std::move(config_));
     return result;
   }
@@ -473,6 +476,14 @@ class Loader {
       }
     }
 
+    if (const toml::node* node = root.get("tls")) {
+      if (const auto* table = node->as_table()) {
+        tls::read_tls_options(reader_, *table, &config_.tls);
+      } else {
+        reader_.type_error(*node, "tls", "a table", "write a [tls] section");
+      }
+    }
+
     // Groups before sites: routes refer to them by name.
     if (const toml::node* node = root.get("upstream")) {
       upstream::read_groups(reader_, *node, &config_);
@@ -489,6 +500,7 @@ class Loader {
       }
       for (const toml::node& element : *array) load_site(*element.as_table());
       finish_sites();
+      tls::check_tls_listeners(reader_, config_);
     } else {
       reader_.type_error(*sites, "site", "an array of tables",
                          "write each site as a [[site]] table (double brackets)");
@@ -687,6 +699,7 @@ class Loader {
         }
       }
     }
+    if (const toml::node* node = table.get("tls")) tls::read_site_tls(reader_, *node, &site.tls);
     if (const toml::node* node = table.get("error_pages")) {
       if (const auto* pages = node->as_table()) {
         load_error_pages(*pages, &site);
@@ -856,7 +869,8 @@ std::string ConfigError::to_string() const {
   if (pos.line != 0) {
     out += ':' + std::to_string(pos.line) + ':' + std::to_string(pos.column);
   }
-  out += ": error: " + message;
+  out += warning ? ": warning: " : ": error: ";
+  out += message;
   if (!hint.empty()) out += " (hint: " + hint + ")";
   return out;
 }

@@ -40,6 +40,11 @@ class Reader {
   void error(const SourcePos& where, std::string message, std::string hint = {}) {
     errors_.push_back({where, std::move(message), std::move(hint)});
   }
+  // Worth saying, but not wrong: `peregrine -t` prints it and the load goes on.
+  void warn(const SourcePos& where, std::string message, std::string hint = {}) {
+    warnings_.push_back({where, std::move(message), std::move(hint), true});
+  }
+  std::vector<ConfigError> take_warnings() { return std::move(warnings_); }
   size_t error_count() const { return errors_.size(); }
   // The errors so far, sorted by position (stable: same-position errors keep their order).
   std::vector<ConfigError> take_errors();
@@ -76,6 +81,7 @@ class Reader {
   std::string file_;
   std::string base_dir_;
   std::vector<ConfigError> errors_;
+  std::vector<ConfigError> warnings_;
 };
 
 // The entries of a table as written (toml++ tables iterate by key), for lists whose order

@@ -75,6 +75,7 @@ void Request::clear() {
   keep_alive = true;
   expect_continue = false;
   upgrade = false;
+  secure = false;
   path = {};
   body = {};
   path_storage.clear();
@@ -98,6 +99,7 @@ void Request::assign(const Request& other) {
   keep_alive = other.keep_alive;
   expect_continue = other.expect_continue;
   upgrade = other.upgrade;
+  secure = other.secure;
   path_storage = other.path_storage;
   path =
       other.path.data() == other.path_storage.data() ? std::string_view(path_storage) : other.path;

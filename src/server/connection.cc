@@ -103,7 +103,46 @@ Connection::Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t p
 Connection::~Connection() = default;
 
 void Connection::start() {
+  if (listener_.tls && !start_tls()) return;
   on_readable();
+}
+
+// ---- TLS --------------------------------------------------------------------------------------
+
+// Returns true when the handshake is done and requests can be read; false when it waits for the
+// client (the connection is then registered) or failed (closed).
+bool Connection::start_tls() {
+  const tls::ServerContexts* contexts = worker_.routes().tls();
+  // ALPN "h2" stays off until HTTP/2 is glued in (see continue_handshake): pass listener_.http2.
+  if (contexts) tls_ = contexts->accept(fd_, /*offer_h2=*/false);
+  if (!tls_) {
+    LOG_ERROR("cannot start TLS on a connection (no TLS context or out of memory)");
+    close_now();
+    return false;
+  }
+  handshake_routes_ = worker_.routes_ref();
+  return continue_handshake();
+}
+
+bool Connection::continue_handshake() {
+  switch (tls_->handshake()) {
+    case tls::Stream::Progress::kDone:
+      handshake_routes_ = Ref<RouteTable>();
+      // ==== HTTP/2 glue point ====
+      // if (tls_->alpn() == "h2") { hand fd_ and tls_ to the HTTP/2 connection; return false; }
+      return true;
+    case tls::Stream::Progress::kWantIo:
+      // A client that never finishes its handshake gets the header timeout, like a slow head.
+      if (timer.list != &worker_.header_timers) set_timer(worker_.header_timers);
+      if (!ensure_registered()) close_now();
+      return false;
+    case tls::Stream::Progress::kFailed:
+      // Scanners and plain HTTP on a TLS port: not the error log's business.
+      LOG_DEBUG("TLS handshake failed: %s", tls_->error().c_str());
+      close_now();
+      return false;
+  }
+  return false;
 }
 
 void Connection::on_ready(uint32_t readiness) {
@@ -111,6 +150,10 @@ void Connection::on_ready(uint32_t readiness) {
   // Edge-triggered: the client's FIN is reported once, possibly with its last bytes. Remember
   // it, or a short read would end the reading before the 0 that tells us.
   if (readiness & event::kHangup) hangup_seen_ = true;
+  if (tls_ && !tls_->handshake_done()) {
+    if (continue_handshake()) on_readable();
+    return;
+  }
   if (state_ == State::kExchange) {
     on_exchange_ready(readiness);
     return;
@@ -166,12 +209,13 @@ void Connection::on_readable() {
     }
     // recv, not read: the same for a socket, without the file layer's checks (the client's
     // read fell from ~5 % to ~2.5 % of the worker's CPU in a php_hello profile).
-    ssize_t n = ::recv(fd_, buffer_ + end_, space, 0);
+    ssize_t n = receive(buffer_ + end_, space);
     if (n > 0) {
       end_ += static_cast<uint32_t>(n);
       process();
-      if (static_cast<size_t>(n) < space && !hangup_seen_)
-        break;  // short read: the socket is drained (edge-triggered)
+      // A short read drains a plain socket (edge-triggered). Not a TLS one: a read returns one
+      // record, and records decrypted inside OpenSSL raise no edge: read on until EAGAIN.
+      if (static_cast<size_t>(n) < space && !hangup_seen_ && !tls_) break;
       continue;
     }
     if (n == 0) {
@@ -267,6 +311,7 @@ void Connection::handle_request(size_t head_length) {
   ++requests_;
   request.peer = &peer_.sa;
   request.peer_len = peer_len_;
+  request.secure = tls_ != nullptr;
 
   const Selection selection = worker_.routes().select(request);
   if (!selection.route && selection.refused()) {
@@ -441,6 +486,7 @@ void Connection::respond_error(int status, const Request* request, SiteRuntime* 
   blank.clear();
   blank.peer = &peer_.sa;
   blank.peer_len = peer_len_;
+  blank.secure = tls_ != nullptr;
   blank.method_text = "-";
   blank.target = "-";
   send_response(blank, response, &worker_.routes().default_site());
@@ -452,7 +498,7 @@ void Connection::send_response(const Request& request, Response& response, SiteR
   const int status = response.status();
   if (status >= 400 && response.body_length() == 0)
     (site ? *site : worker_.routes().default_site()).fill_error_body(request, response);
-  write_response(request, response, static_cast<int64_t>(response.body_length()));
+  write_response(request, response, static_cast<int64_t>(response.body_length()), site);
   if (site && site->access_log)
     site->access_log->log(request, status, request.is_head() ? 0 : response.body_length(),
                           worker_.clock().wall_seconds);
@@ -464,7 +510,7 @@ void Connection::send_response(const Request& request, Response& response, SiteR
 // known yet (a streamed body): chunked to HTTP/1.1 clients, close-delimited to HTTP/1.0 ones.
 // Also decides whether the connection stays open after this response.
 Connection::Framing Connection::write_response(const Request& request, const Response& response,
-                                               int64_t content_length) {
+                                               int64_t content_length, const SiteRuntime* site) {
   const int status = response.status();
   bool keep = keep_alive_allowed(request, response);
   Framing framing = Framing::kNone;
@@ -493,6 +539,11 @@ Connection::Framing Connection::write_response(const Request& request, const Res
     out.append("Connection: close\r\n");
   } else if (request.version_minor == 0) {
     out.append("Connection: keep-alive\r\n");
+  }
+  if (tls_ && site && !site->config->tls.hsts.empty()) {
+    out.append("Strict-Transport-Security: ");  // RFC 6797: never over plain HTTP
+    out.append(site->config->tls.hsts);
+    out.append("\r\n");
   }
   out.append(response.prebuilt_headers());
   out.append(response.extra_headers());
@@ -535,7 +586,7 @@ bool Connection::keep_alive_allowed(const Request& request, const Response& resp
 
 void Connection::flush() {
   OutputQueue& queue = pending_ ? *pending_ : worker_.scratch_output();
-  switch (queue.flush(fd_)) {
+  switch (queue.flush(fd_, tls_.get())) {
     case OutputQueue::FlushResult::kDone:
       if (pending_) {
         pending_.reset();
@@ -588,6 +639,7 @@ void Connection::finish_closing() {
     close_now();
     return;
   }
+  if (tls_) tls_->shutdown();  // close_notify before the FIN
   ::shutdown(fd_, SHUT_WR);
   state_ = State::kLinger;
   abort_exchange();  // none here in practice: an exchange ends before its connection closes
@@ -604,7 +656,9 @@ void Connection::on_timeout() {
                     (state_ == State::kExchange && !flight_->head_sent && !flight_->body.done()));
   if (mid_request) {
     LOG_INFO("closing a connection: the client was too slow to send its request");
-    ssize_t ignored = ::send(fd_, kTimeoutResponse.data(), kTimeoutResponse.size(), MSG_NOSIGNAL);
+    ssize_t ignored =
+        !tls_ ? ::send(fd_, kTimeoutResponse.data(), kTimeoutResponse.size(), MSG_NOSIGNAL)
+              : tls_->write(kTimeoutResponse.data(), kTimeoutResponse.size());
     (void)ignored;
   }
   close_now();
@@ -638,7 +692,8 @@ void Connection::close_now() {
   // other one flushed it before returning): they are ours and must not reach the next client.
   worker_.scratch_output().clear();
   event::TimerList::disarm(timer);
-  ::close(fd_);  // also removes it from the epoll set
+  if (tls_) tls_->shutdown();  // close_notify, best effort
+  ::close(fd_);                // also removes it from the epoll set
   release_buffer();
   pending_.reset();
   drop_flight();
@@ -782,7 +837,8 @@ bool Connection::send_head(Response& head, int64_t content_length) {
     event::TimerList::disarm(timer);
   }
   if (!f.body.done()) keep_alive_ = false;  // answered before the whole body arrived
-  f.chunked_out = write_response(f.request, head, content_length) == Framing::kChunked;
+  f.chunked_out =
+      write_response(f.request, head, content_length, f.selection.site) == Framing::kChunked;
   f.body_allowed = !f.request.is_head() && status_has_body(status);
   if (f.body_allowed) f.body_bytes_sent += head.body_length();  // sent with the head
   // In a tunnel, bytes the client sent with its handshake go out with its next bytes (clients

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <cstdint>
 #include <memory>
@@ -13,12 +14,15 @@
 #include "handlers/stream_handler.h"
 #include "http/http1/parser.h"
 #include "peregrine/handler.h"
+#include "peregrine/ref_counted.h"
 #include "peregrine/response.h"
 #include "server/output_queue.h"
+#include "tls/stream.h"
 
 namespace peregrine::server {
 
 class Worker;
+class RouteTable;
 struct ListenerOptions;
 struct Selection;
 struct SiteRuntime;
@@ -67,6 +71,13 @@ class Connection final : public event::Pollable,
   enum class Framing : uint8_t { kNone, kLength, kChunked, kClose };
 
   void on_readable();
+  // The client's bytes: recv(), or decrypted ones on a TLS connection (same contract).
+  ssize_t receive(char* buffer, size_t length) {
+    return tls_ ? tls_->read(buffer, length) : ::recv(fd_, buffer, length, 0);
+  }
+  // ---- TLS (listener_.tls): the handshake comes before the first request ----
+  bool start_tls();
+  bool continue_handshake();
   void process();
   bool process_head();
   void handle_request(size_t head_length);
@@ -96,7 +107,8 @@ class Connection final : public event::Pollable,
   // ---- The response ----
   void respond_error(int status, const Request* request, SiteRuntime* site);
   void send_response(const Request& request, Response& response, SiteRuntime* site);
-  Framing write_response(const Request& request, const Response& response, int64_t content_length);
+  Framing write_response(const Request& request, const Response& response, int64_t content_length,
+                         const SiteRuntime* site);
   bool keep_alive_allowed(const Request& request, const Response& response) const;
 
   void flush();
@@ -139,6 +151,9 @@ class Connection final : public event::Pollable,
     sockaddr_in6 v6;
   } local_{};
   socklen_t local_len_ = 0;
+  std::unique_ptr<tls::Stream> tls_;  // null on a plain connection
+  // Keeps the TLS contexts' callbacks' data (in the route table) alive during the handshake.
+  Ref<RouteTable> handshake_routes_;
 };
 
 }  // namespace peregrine::server

@@ -32,6 +32,11 @@ int main(int argc, char** argv) {
                  loaded.errors.size());
     return 1;
   }
+  for (const config::ConfigError& w : loaded.warnings)
+    std::fprintf(stderr, "%s\n", w.to_string().c_str());
+  if (cli.tls_self_signed)
+    std::fprintf(stderr, "peregrine: self-signed certificate, SHA-256 fingerprint %s\n",
+                 config::self_signed_fingerprint().c_str());
   if (cli.test_only) {
     std::printf("peregrine: configuration %s is valid\n", loaded.config->source.c_str());
     return 0;

@@ -12,6 +12,10 @@
 
 #include "peregrine/response.h"
 
+namespace peregrine::tls {
+class Stream;
+}
+
 namespace peregrine::server {
 
 class OutputQueue {
@@ -24,8 +28,11 @@ class OutputQueue {
   bool empty() const { return sent_ == bytes_.size() && next_cut_ == cuts_.size(); }
   size_t pending_bytes() const;
 
-  // Writes as much as the socket takes: one send() for the common all-in-memory case.
-  FlushResult flush(int fd);
+  // Writes as much as the socket takes: one send() for the common all-in-memory case. With a TLS
+  // stream, everything goes through it (see flush_tls).
+  FlushResult flush(int fd, tls::Stream* tls = nullptr) {
+    return tls ? flush_tls(*tls) : flush_plain(fd);
+  }
   // Moves the unsent remainder of `other` into this (empty) queue; `other` is left empty.
   void take_remainder(OutputQueue& other);
   // Appends the unsent remainder of `other` after what this queue holds; `other` is left empty.
@@ -40,6 +47,9 @@ class OutputQueue {
     off_t offset;
     size_t remaining;
   };
+  FlushResult flush_plain(int fd);
+  FlushResult flush_tls(tls::Stream& tls);
+
   std::string bytes_;
   size_t sent_ = 0;
   std::vector<Cut> cuts_;

@@ -54,6 +54,8 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
       if (g->config().name == name) return g.get();
     return nullptr;
   };
+  table->tls_ = tls::ServerContexts::build(config, error);
+  if (!error->empty()) return {};
   table->mime_ = std::make_unique<static_files::MimeTable>(config->mime_types);
   table->sites_.reserve(config->sites.size());
   for (const config::Site& site : config->sites) {

@@ -22,6 +22,7 @@
 #include "peregrine/request.h"
 #include "peregrine/server.h"
 #include "server/access_log.h"
+#include "tls/server_context.h"
 #include "upstream/group_runtime.h"
 
 namespace peregrine::server {
@@ -86,6 +87,8 @@ class RouteTable : public RefCounted {
   Selection select(Request& request);
   SiteRuntime& site_for(std::string_view host);
   SiteRuntime& default_site() { return sites_[config_->default_site]; }
+  // This snapshot's TLS contexts for this worker; null when no listener is TLS.
+  const tls::ServerContexts* tls() const { return tls_.get(); }
   void flush_logs();
 
  private:
@@ -94,6 +97,7 @@ class RouteTable : public RefCounted {
   std::vector<SiteRuntime> sites_;
   std::vector<std::unique_ptr<upstream::GroupRuntime>> groups_;  // one per Config::upstreams
   std::vector<std::shared_ptr<void>> probes_;                    // active health checkers
+  std::unique_ptr<tls::ServerContexts> tls_;
 };
 
 }  // namespace peregrine::server

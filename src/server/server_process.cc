@@ -673,6 +673,7 @@ void ServerProcess::reload() {
     sd_notify(0, "READY=1\nSTATUS=reload failed; the previous configuration keeps serving");
     return;
   }
+  for (const config::ConfigError& w : result.warnings) LOG_WARN("%s", w.to_string().c_str());
   const config::Config& next = *result.config;
   bool same_listen = next.listen.size() == config_->listen.size();
   for (size_t i = 0; same_listen && i < next.listen.size(); ++i)

@@ -71,6 +71,13 @@ ssize_t Stream::write(const char* bytes, size_t length) {
   return result > 0 ? result : fail_io(result, "write");
 }
 
+ssize_t Stream::sendfile(int file_fd, off_t offset, size_t length) {
+  if (length == 0) return 0;
+  ERR_clear_error();
+  ossl_ssize_t result = SSL_sendfile(ssl_, file_fd, offset, length, 0);
+  return result > 0 ? static_cast<ssize_t>(result) : fail_io(static_cast<int>(result), "sendfile");
+}
+
 // Maps SSL_get_error onto the recv()/send() contract in stream.h.
 ssize_t Stream::fail_io(int result, const char* what) {
   const int saved_errno = errno;
@@ -82,6 +89,7 @@ ssize_t Stream::fail_io(int result, const char* what) {
     case SSL_ERROR_ZERO_RETURN:
       return 0;
     case SSL_ERROR_SYSCALL:
+      broken_ = true;
       error_ = std::string(what) + ": " +
                (saved_errno ? std::strerror(saved_errno) : "the peer closed the connection");
       ERR_clear_error();
@@ -89,6 +97,7 @@ ssize_t Stream::fail_io(int result, const char* what) {
       errno = saved_errno == EAGAIN ? ECONNRESET : saved_errno;
       return -1;
     default:
+      broken_ = true;
       error_ = std::string(what) + ": " + drain_error_queue();
       errno = EPROTO;
       return -1;
@@ -96,7 +105,7 @@ ssize_t Stream::fail_io(int result, const char* what) {
 }
 
 void Stream::shutdown() {
-  if (shut_ || !done_) return;
+  if (shut_ || !done_ || broken_) return;
   shut_ = true;
   ERR_clear_error();
   SSL_shutdown(ssl_);

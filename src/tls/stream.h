@@ -35,7 +35,11 @@ class Stream {
 
   ssize_t read(char* buffer, size_t length);
   ssize_t write(const char* bytes, size_t length);
-  // Sends close_notify once, best effort (never waits for the peer's).
+  // Only when kernel_send(): `length` bytes of the file `file_fd` from `offset`, encrypted by the
+  // kernel (SSL_sendfile), with write()'s contract.
+  ssize_t sendfile(int file_fd, off_t offset, size_t length);
+  // Sends close_notify once, best effort (never waits for the peer's); nothing after a fatal
+  // error, where OpenSSL forbids it.
   void shutdown();
 
   // After the handshake: "h2", "http/1.1" or "" (no ALPN).
@@ -56,6 +60,7 @@ class Stream {
   SSL* ssl_;
   bool done_ = false;
   bool shut_ = false;
+  bool broken_ = false;  // a fatal error: no close_notify
   std::string error_;
 };
 

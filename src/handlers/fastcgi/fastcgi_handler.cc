@@ -249,6 +249,9 @@ void FastcgiExchange::encode_request_head() {
   params.add("SERVER_PROTOCOL", r.version_major == 2   ? "HTTP/2.0"
                                 : r.version_minor == 0 ? "HTTP/1.0"
                                                        : "HTTP/1.1");
+  // CGI's way to say TLS: PHP's $_SERVER['HTTPS'] (WordPress's is_ssl()) and REQUEST_SCHEME.
+  params.add("REQUEST_SCHEME", r.secure ? "https" : "http");
+  if (r.secure) params.add("HTTPS", "on");
   for (const Header& h : r.header_list()) {
     // CONTENT_TYPE/LENGTH are passed above; "Proxy" would become HTTP_PROXY, which CGI
     // programs take for their outgoing proxy (httpoxy).
@@ -652,7 +655,6 @@ FastcgiHandler::FastcgiHandler(const config::Route& route, const config::Site& s
       options_.split_path && options_.split_path->pattern() == config::kDefaultSplitPath;
   // Parameters that never change, encoded once (PARAMS is a byte stream of pairs).
   append_name_value(fixed_params_, "DOCUMENT_ROOT", root_);
-  append_name_value(fixed_params_, "REQUEST_SCHEME", "http");
   append_name_value(fixed_params_, "SERVER_SOFTWARE", "peregrine");
   append_name_value(fixed_params_, "GATEWAY_INTERFACE", "CGI/1.1");
   append_name_value(fixed_params_, "REDIRECT_STATUS", "200");

@@ -270,7 +270,7 @@ void ProxyExchange::build_request_head() {
   }
   RequestContext context;
   context.client_ip = client_ip_;
-  context.scheme = "http";
+  context.scheme = request_.secure ? "https" : "http";
   // "upstream" Host mode names the chosen server; before the choice (the first build) the
   // group's name stands in.
   std::string server_host = handler_.upstream_host_;

@@ -18,7 +18,8 @@ bool is_redirect(int status) {
   return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
-// $0..$9 (regex routes only; $0 is the whole match) and $uri are the only substitutions.
+// $0..$9 (regex routes only; $0 is the whole match), $uri, $request_uri and $host are the only
+// substitutions.
 void check_location(Reader& reader, const toml::node& node, const std::string& location,
                     MatchKind match) {
   if (has_control_chars(location)) {
@@ -37,10 +38,11 @@ void check_location(Reader& reader, const toml::node& node, const std::string& l
       }
       continue;
     }
-    if (rest.starts_with("uri")) continue;
+    if (rest.starts_with("uri") || rest.starts_with("host") || rest.starts_with("request_uri"))
+      continue;
     reader.error(node.source(), "unknown variable in 'location' (\"" + location + "\")",
-                 "location may use $1..$9 (regex captures, $0 the whole match) and $uri (the "
-                 "request path)");
+                 "location may use $1..$9 (regex captures, $0 the whole match), $uri (the "
+                 "request path), $request_uri (the path and query as sent) and $host");
     return;
   }
 }

@@ -1,5 +1,7 @@
 #include "handlers/return/return_handler.h"
 
+#include "http/router.h"
+
 namespace peregrine::return_route {
 namespace {
 
@@ -31,7 +33,8 @@ ReturnHandler::ReturnHandler(const config::ReturnOptions& options,
 }
 
 std::string ReturnHandler::expand(std::string_view pattern, const Regex::Captures& captures,
-                                  std::string_view uri) {
+                                  std::string_view uri, std::string_view request_uri,
+                                  std::string_view host) {
   std::string out;
   for (size_t i = 0; i < pattern.size(); ++i) {
     char c = pattern[i];
@@ -42,6 +45,12 @@ std::string ReturnHandler::expand(std::string_view pattern, const Regex::Capture
     } else if (c == '$' && pattern.substr(i + 1, 3) == "uri") {
       append_uri_safe(out, uri);
       i += 3;
+    } else if (c == '$' && pattern.substr(i + 1, 11) == "request_uri") {
+      append_uri_safe(out, request_uri);
+      i += 11;
+    } else if (c == '$' && pattern.substr(i + 1, 4) == "host") {
+      for (char h : host) out += (h >= 'A' && h <= 'Z') ? static_cast<char>(h + 32) : h;
+      i += 4;
     } else {
       out += c;
     }
@@ -55,7 +64,14 @@ void ReturnHandler::handle(const Request& request, Response& response) {
     if (location_has_variables_) {
       Regex::Captures captures;
       if (regex_) regex_->match(request.path, &captures);
-      response.add_header("Location", expand(options_.location, captures, request.path));
+      // The path and query as sent (not an absolute-form target's scheme and authority).
+      std::string request_uri(request.raw_path);
+      if (!request.query.empty() || request.target.find('?') != std::string_view::npos) {
+        request_uri += '?';
+        request_uri += request.query;
+      }
+      response.add_header("Location", expand(options_.location, captures, request.path, request_uri,
+                                             http::host_without_port(request.host)));
     } else {
       response.add_header("Location", options_.location);
     }

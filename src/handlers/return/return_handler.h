@@ -1,5 +1,6 @@
 // `return` routes: a fixed status with an optional body, or a redirect whose Location may use
-// the route's regex captures ($1..$9) and the request path ($uri).
+// the route's regex captures ($1..$9), the request path ($uri), the path and query as sent
+// ($request_uri) and the host ($host).
 #pragma once
 
 #include <memory>
@@ -15,9 +16,12 @@ class ReturnHandler final : public Handler {
   ReturnHandler(const config::ReturnOptions& options, std::shared_ptr<const Regex> regex);
   void handle(const Request& request, Response& response) override;
 
-  // Expands $1..$9 (from `captures`) and $uri in `pattern`. Pure; exposed for tests.
+  // Expands $1..$9 (from `captures`), $uri, $request_uri (the path and query as the client sent
+  // them) and $host (the Host header without its port, lower-case) in `pattern`. Pure; exposed
+  // for tests.
   static std::string expand(std::string_view pattern, const Regex::Captures& captures,
-                            std::string_view uri);
+                            std::string_view uri, std::string_view request_uri = {},
+                            std::string_view host = {});
 
  private:
   config::ReturnOptions options_;

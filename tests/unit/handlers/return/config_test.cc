@@ -107,10 +107,22 @@ TEST_F(ReturnConfigTest, UnknownVariableInLocation) {
 [[site.route]]
 prefix = "/"
 return = 302
-location = "https://$host$uri"
+location = "https://$server_name$uri"
 )"),
-            "5:12: unknown variable in 'location' (\"https://$host$uri\") (hint: location may use "
-            "$1..$9 (regex captures, $0 the whole match) and $uri (the request path))");
+            "5:12: unknown variable in 'location' (\"https://$server_name$uri\") (hint: location "
+            "may use $1..$9 (regex captures, $0 the whole match), $uri (the request path), "
+            "$request_uri (the path and query as sent) and $host)");
+}
+
+TEST_F(ReturnConfigTest, HostAndRequestUriAreKnown) {
+  auto config = load_ok(R"([[site]]
+[[site.route]]
+prefix = "/"
+return = 301
+location = "https://$host$request_uri"
+)");
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->sites[0].routes[0].return_options.location, "https://$host$request_uri");
 }
 
 TEST_F(ReturnConfigTest, ReturnStatusOutOfRange) {

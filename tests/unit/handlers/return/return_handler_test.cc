@@ -60,3 +60,51 @@ TEST(ReturnHandler, MissingCaptureExpandsToNothing) {
 
 }  // namespace
 }  // namespace peregrine::return_route
+
+namespace peregrine::return_route {
+namespace {
+
+TEST(ReturnHandler, HttpsRedirectWithHostAndRequestUri) {
+  config::ReturnOptions options;
+  options.status = 301;
+  options.location = "https://$host$request_uri";
+  ReturnHandler handler(options, nullptr);
+  Request request;
+  request.host = "Example.COM:8080";
+  request.target = "/a/b%20c?x=1";
+  request.raw_path = "/a/b%20c";
+  request.query = "x=1";
+  request.path = "/a/b c";
+  Response response;
+  handler.handle(request, response);
+  EXPECT_EQ(response.status(), 301);
+  EXPECT_NE(std::string(response.extra_headers()).find("Location: https://example.com/a/b%20c?x=1"),
+            std::string::npos)
+      << response.extra_headers();
+}
+
+TEST(ReturnHandler, RequestUriKeepsAnEmptyQueryAndIgnoresAbsoluteForm) {
+  config::ReturnOptions options;
+  options.status = 308;
+  options.location = "https://$host$request_uri";
+  ReturnHandler handler(options, nullptr);
+  Request request;
+  request.host = "[::1]:8443";
+  request.target = "http://[::1]:8443/p?";
+  request.raw_path = "/p";
+  request.path = "/p";
+  Response response;
+  handler.handle(request, response);
+  EXPECT_NE(std::string(response.extra_headers()).find("Location: https://[::1]/p?\r\n"),
+            std::string::npos)
+      << response.extra_headers();
+}
+
+TEST(ReturnHandler, ExpandKnowsEveryVariable) {
+  Regex::Captures none;
+  EXPECT_EQ(ReturnHandler::expand("https://$host$request_uri#$uri", none, "/d e", "/d%20e?q", "h"),
+            "https://h/d%20e?q#/d%20e");
+}
+
+}  // namespace
+}  // namespace peregrine::return_route
