@@ -316,6 +316,15 @@ class TestHttpOverTls(TlsTestCase):
             pass
         self.assertIn(b"408", data)
 
+    def test_access_log_records_tls_version_and_cipher(self):
+        log = os.path.join(self.tmp, "access.log")
+        srv, _ = self.start_tls(top="[tls]\naccess_log_tls = true\n", access_log=log)
+        out = self.curl(srv.port, "/", "--tlsv1.3")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        line = self.wait_for(lambda: os.path.exists(log) and open(log).read(), timeout=5,
+                             msg="access log line")
+        self.assertRegex(line, r'"GET / HTTP/1\.1" 200 15 "-" "curl/[^"]*" "TLSv1\.3 TLS_[A-Z0-9_]+"\n')
+
     def test_hsts_on_tls_only(self):
         root = self.make_root({"index.html": "x"})
         site_tls = (f"tls = {{ certificate = {q(self.ec[0])}, key = {q(self.ec[1])}, "
