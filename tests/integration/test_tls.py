@@ -382,6 +382,25 @@ class TestFastcgiOverTls(TlsTestCase):
         self.assertEqual(server.get("SERVER_PORT"), m.group(1))
 
 
+class TestProxyOverTls(TlsTestCase):
+    def test_back_end_learns_the_client_used_https(self):
+        backend = subprocess.Popen(
+            [sys.executable, os.path.join(harness.HERE, "backends", "http_backend.py"),
+             "--id", "B", "--port", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        self.addCleanup(lambda: (backend.kill(), backend.wait(), backend.stdout.close()))
+        m = re.match(r"listening on 127\.0\.0\.1:(\d+)", backend.stdout.readline().decode())
+        self.assertIsNotNone(m)
+        routes = (f'[[site.route]]\nprefix = "/api/"\nproxy = "http://127.0.0.1:{m.group(1)}"\n'
+                  'forwarded = true\n')
+        srv, _ = self.start_tls(routes=routes)
+        out = self.curl(srv.port, "/api/echo")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        headers = {name.lower(): value for name, value in json.loads(out.stdout)["headers"]}
+        self.assertEqual(headers.get("x-forwarded-proto"), "https")
+        self.assertIn("proto=https", headers.get("forwarded", ""))
+
+
 class TestResumption(TlsTestCase):
     def test_session_resumption_tls12_and_13(self):
         srv, _ = self.start_tls()
