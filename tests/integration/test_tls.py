@@ -279,7 +279,7 @@ class TestHttpOverTls(TlsTestCase):
         responses = self.read_responses(sock, 3)
         self.assertEqual([body for _, body in responses], [b"A" * 100, b"B" * 20000, b"A" * 100])
 
-    def test_keep_alive_and_small_response_in_one_record(self):
+    def test_keep_alive_requests(self):
         srv, _ = self.start_tls()
         sock = self.tls_socket(srv.port)
         for _ in range(3):
