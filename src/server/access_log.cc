@@ -155,7 +155,8 @@ void AccessLogWriter::run() {
   }
 }
 
-void AccessLogBuffer::log(const Request& request, int status, uint64_t body_bytes, time_t now) {
+void AccessLogBuffer::log(const Request& request, int status, uint64_t body_bytes, time_t now,
+                          std::string_view tls_version, std::string_view tls_cipher) {
   if (now != formatted_second_) {
     formatted_second_ = now;
     tm parts;
@@ -186,6 +187,12 @@ void AccessLogBuffer::log(const Request& request, int status, uint64_t body_byte
     append_json_string(out, referer);
     out.append(",\"user_agent\":");
     append_json_string(out, agent);
+    if (!tls_version.empty()) {
+      out.append(",\"tls_version\":");
+      append_json_string(out, tls_version);
+      out.append(",\"tls_cipher\":");
+      append_json_string(out, tls_cipher);
+    }
     out.append("}\n");
   } else {
     append_address(out, request.peer);
@@ -202,6 +209,12 @@ void AccessLogBuffer::log(const Request& request, int status, uint64_t body_byte
     append_escaped(out, referer.empty() ? "-" : referer);
     out.append("\" \"");
     append_escaped(out, agent.empty() ? "-" : agent);
+    if (!tls_version.empty()) {
+      out.append("\" \"");
+      append_escaped(out, tls_version);
+      out += ' ';
+      append_escaped(out, tls_cipher);
+    }
     out.append("\"\n");
   }
   if (out.size() >= kFlushAt) flush();

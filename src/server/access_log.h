@@ -58,7 +58,10 @@ class AccessLogBuffer {
       : writer_(writer), sink_(sink), format_(format) {}
   ~AccessLogBuffer() { flush(); }
 
-  void log(const Request& request, int status, uint64_t body_bytes, time_t now);
+  // `tls_version`/`tls_cipher` non-empty ([tls] access_log_tls on a TLS connection): JSON lines
+  // get "tls_version" and "tls_cipher", combined lines end with "VERSION CIPHER" in quotes.
+  void log(const Request& request, int status, uint64_t body_bytes, time_t now,
+           std::string_view tls_version = {}, std::string_view tls_cipher = {});
   void flush() {
     if (!buffer_.empty()) writer_.submit(sink_, buffer_);
   }

@@ -500,8 +500,7 @@ void Connection::send_response(const Request& request, Response& response, SiteR
     (site ? *site : worker_.routes().default_site()).fill_error_body(request, response);
   write_response(request, response, static_cast<int64_t>(response.body_length()), site);
   if (site && site->access_log)
-    site->access_log->log(request, status, request.is_head() ? 0 : response.body_length(),
-                          worker_.clock().wall_seconds);
+    log_access(*site, request, status, request.is_head() ? 0 : response.body_length());
 }
 
 // The one writer of responses, complete and streamed: the head (status line, Date and Server,
@@ -890,8 +889,17 @@ void Connection::finish() {
 
 void Connection::log_streamed(const InFlight& f) {
   SiteRuntime* site = f.selection.site;
-  if (site && site->access_log)
-    site->access_log->log(f.request, f.status, f.body_bytes_sent, worker_.clock().wall_seconds);
+  if (site && site->access_log) log_access(*site, f.request, f.status, f.body_bytes_sent);
+}
+
+void Connection::log_access(SiteRuntime& site, const Request& request, int status,
+                            uint64_t body_bytes) {
+  if (tls_ && worker_.routes().config().tls.log_tls) {
+    site.access_log->log(request, status, body_bytes, worker_.clock().wall_seconds, tls_->version(),
+                         tls_->cipher());
+    return;
+  }
+  site.access_log->log(request, status, body_bytes, worker_.clock().wall_seconds);
 }
 
 void Connection::fail(int status) {

@@ -102,6 +102,7 @@ class Connection final : public event::Pollable,
   bool write_for_exchange();
   void abort_exchange();
   void log_streamed(const InFlight& f);
+  void log_access(SiteRuntime& site, const Request& request, int status, uint64_t body_bytes);
   void drop_flight();
 
   // ---- The response ----

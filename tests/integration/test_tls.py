@@ -47,7 +47,7 @@ class TestCA:
     def path(self, name):
         return os.path.join(self.dir, name)
 
-    def leaf(self, name, names, key="ec", days=30):
+    def leaf(self, name, names, key="ec", days=30, extra_ext=""):
         """Makes NAME.pem (the leaf, then the CA: a chain) and NAME.key; returns their paths."""
         key_path, csr, cert = self.path(name + ".key"), self.path(name + ".csr"), self.path(name + ".crt")
         newkey = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"] if key == "ec" \
@@ -57,7 +57,7 @@ class TestCA:
         ext = self.path(name + ".ext")
         with open(ext, "w") as f:
             sans = ",".join(("IP:" if n[0].isdigit() else "DNS:") + n for n in names)
-            f.write(f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\n")
+            f.write(f"subjectAltName={sans}\nextendedKeyUsage=serverAuth\n{extra_ext}")
         run([OPENSSL, "x509", "-req", "-in", csr, "-CA", self.ca_pem, "-CAkey", self.ca_key,
              "-CAcreateserial", "-out", cert, "-days", str(days), "-extfile", ext])
         chain = self.path(name + ".pem")
@@ -279,7 +279,7 @@ class TestHttpOverTls(TlsTestCase):
         responses = self.read_responses(sock, 3)
         self.assertEqual([body for _, body in responses], [b"A" * 100, b"B" * 20000, b"A" * 100])
 
-    def test_keep_alive_and_small_response_in_one_record(self):
+    def test_keep_alive_requests(self):
         srv, _ = self.start_tls()
         sock = self.tls_socket(srv.port)
         for _ in range(3):
@@ -315,6 +315,15 @@ class TestHttpOverTls(TlsTestCase):
         except (ssl.SSLError, OSError):
             pass
         self.assertIn(b"408", data)
+
+    def test_access_log_records_tls_version_and_cipher(self):
+        log = os.path.join(self.tmp, "access.log")
+        srv, _ = self.start_tls(top="[tls]\naccess_log_tls = true\n", access_log=log)
+        out = self.curl(srv.port, "/", "--tlsv1.3")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        line = self.wait_for(lambda: os.path.exists(log) and open(log).read(), timeout=5,
+                             msg="access log line")
+        self.assertRegex(line, r'"GET / HTTP/1\.1" 200 15 "-" "curl/[^"]*" "TLSv1\.3 TLS_[A-Z0-9_]+"\n')
 
     def test_hsts_on_tls_only(self):
         root = self.make_root({"index.html": "x"})
@@ -371,6 +380,25 @@ class TestFastcgiOverTls(TlsTestCase):
         self.assertNotIn("HTTPS", server)
         self.assertEqual(server.get("REQUEST_SCHEME"), "http")
         self.assertEqual(server.get("SERVER_PORT"), m.group(1))
+
+
+class TestProxyOverTls(TlsTestCase):
+    def test_back_end_learns_the_client_used_https(self):
+        backend = subprocess.Popen(
+            [sys.executable, os.path.join(harness.HERE, "backends", "http_backend.py"),
+             "--id", "B", "--port", "0"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        self.addCleanup(lambda: (backend.kill(), backend.wait(), backend.stdout.close()))
+        m = re.match(r"listening on 127\.0\.0\.1:(\d+)", backend.stdout.readline().decode())
+        self.assertIsNotNone(m)
+        routes = (f'[[site.route]]\nprefix = "/api/"\nproxy = "http://127.0.0.1:{m.group(1)}"\n'
+                  'forwarded = true\n')
+        srv, _ = self.start_tls(routes=routes)
+        out = self.curl(srv.port, "/api/echo")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        headers = {name.lower(): value for name, value in json.loads(out.stdout)["headers"]}
+        self.assertEqual(headers.get("x-forwarded-proto"), "https")
+        self.assertIn("proto=https", headers.get("forwarded", ""))
 
 
 class TestResumption(TlsTestCase):
@@ -528,6 +556,35 @@ class TestQuickMode(TlsTestCase):
                              text=True, timeout=20)
         self.assertEqual(out.returncode, 1)
         self.assertIn("--tls-key needs --tls-cert", out.stderr)
+
+
+class TestTestssl(TlsTestCase):
+    """testssl.sh against the default TLS configuration. Slow (minutes on a busy machine): only
+    protocols, server defaults and vulnerabilities, no DNS."""
+
+    def test_no_vulnerability_and_nothing_not_ok(self):
+        testssl = harness.require_tool("testssl", "testssl.sh")
+        chain, key = self.ca.leaf("testssl", ["localhost", "127.0.0.1"],
+                                  extra_ext="crlDistributionPoints=URI:http://127.0.0.1/ca.crl\n")
+        response = self.ca.ocsp_response("testssl")
+        srv, _ = self.start_tls(site_tls=tls_site(chain, key, f", ocsp_response = {q(response)}"))
+        out = subprocess.run(
+            [testssl, "--quiet", "--color", "0", "--warnings", "batch", "--openssl", OPENSSL,
+             "--nodns", "none", "--add-ca", self.ca.ca_pem, "--fast", "-p", "-S", "-U",
+             f"localhost:{srv.port}"],
+            capture_output=True, timeout=900, text=True)
+        text = out.stdout + out.stderr
+        with open(os.path.join(self.tmp, "testssl.txt"), "w") as f:
+            f.write(text)
+        self.assertIn("Testing vulnerabilities", text)
+        self.assertIn("TLS 1.3    offered (OK)", text)
+        self.assertRegex(text, r"TLS 1\.1\s+not offered")
+        not_ok = [line for line in text.splitlines() if "NOT ok" in line]
+        self.assertEqual(not_ok, [], text[-6000:])
+        vulnerable = [line for line in text.splitlines()
+                      if re.search(r"VULNERABLE|potentially vulnerable", line, re.I)
+                      and "not vulnerable" not in line]
+        self.assertEqual(vulnerable, [], text[-6000:])
 
 
 if __name__ == "__main__":
