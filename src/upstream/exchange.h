@@ -213,12 +213,14 @@ class UpstreamExchange : public handlers::Exchange,
     void on_timeout() override { exchange->on_io_timeout(); }
   };
   void connect(bool fresh_only);
+  bool handshake();
   void connected();
   void on_io_timeout();
 
   event::TimerNode io_timer_;
   IoTimerOwner io_timer_owner_;
   bool ended_ = false;
+  bool handshaking_ = false;  // the TCP connect succeeded; the TLS handshake is under way
 };
 
 }  // namespace peregrine::upstream
