@@ -271,9 +271,7 @@ const config::RouteHandlerReader& route_reader() {
       .value_form = "\"URL\"",
       .example = "e.g. proxy = \"http://127.0.0.1:8080\"",
       .handler_key_selects = false,
-      .foreign_hint =
-          "add proxy = \"http://...\" (or \"https://...\") to send the route to an "
-          "HTTP back end",
+      .foreign_hint = "add proxy = \"http://...\" to send the route to an HTTP back end",
       .static_key = static_key,
       .read = read_route,
   };
