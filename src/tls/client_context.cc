@@ -113,11 +113,13 @@ std::unique_ptr<ClientContext> ClientContext::make(const ClientOptions& options,
                "' holds no usable PEM certificate: " + take_errors();
       return nullptr;
     }
-    if (SSL_CTX_use_PrivateKey_file(context, options.key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    const bool loaded =
+        SSL_CTX_use_PrivateKey_file(context, options.key.c_str(), SSL_FILETYPE_PEM) == 1;
+    if (!loaded && ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
       *error = "the client key '" + options.key + "' holds no usable PEM key: " + take_errors();
       return nullptr;
     }
-    if (SSL_CTX_check_private_key(context) != 1) {
+    if (!loaded || SSL_CTX_check_private_key(context) != 1) {
       ERR_clear_error();
       *error = "the client key '" + options.key + "' does not match the certificate '" +
                options.certificate + "'";
