@@ -295,6 +295,30 @@ class TestHttpsProxy(HttpsProxyTestCase):
         status, _, body = self.get(srv.port, "/page.html")
         self.assertEqual((status, len(body)), (200, 663), srv.stderr()[-2000:])
 
+    def test_health_checks_speak_tls_and_take_out_an_unverifiable_server(self):
+        other = make_ca(os.path.join(self.tmp, "pki"), "other")
+        good = self.nginx()
+        bad = Nginx(self, self.docroot, other["server"], other["key"])
+        top = (f'[[upstream]]\nname = "localhost"\n'
+               f'servers = ["127.0.0.1:{good.port}", "127.0.0.1:{bad.port}"]\n'
+               f'tls = true\n{self.ca_key()}\nmax_fails = 0\n'
+               f'[upstream.health_check]\npath = "/page.html"\ninterval = "200ms"\n'
+               f'fall = 2\nrise = 1\n')
+        srv = self.proxy("https://localhost", top=top)
+        self.wait_for(lambda: "failed its health check" in srv.stderr(), 5,
+                      msg="the unverifiable server taken out")
+        log = srv.stderr()
+        self.assertIn(f"health check of 127.0.0.1:{bad.port} failed 2 time(s) in a row "
+                      f"(last: TLS handshake failed", log)
+        self.assertIn("certificate verify failed", log)
+        self.assertNotIn(f"health check of 127.0.0.1:{good.port}", log)
+        probes = self.wait_for(lambda: len(good.lines("/page.html")) >= 2 and
+                               good.lines("/page.html"), 3, msg="probes at the good server")
+        self.assertTrue(probes, "the good server was probed over TLS")
+        for _ in range(10):
+            status, _, body = self.get(srv.port, "/page.html?after")
+            self.assertEqual((status, len(body)), (200, 663))
+
 
 if __name__ == "__main__":
     main()
