@@ -254,9 +254,9 @@ void GroupRuntime::hand_over(UpstreamConnection* c, event::Pollable& user) {
 void GroupRuntime::put_idle(UpstreamConnection* c) {
   Slots& s = slots_[c->server_];
   ++c->uses_;
-  // Decrypted bytes nobody asked for: the back end broke the protocol, as with input on an idle
-  // plain connection.
-  if (c->tls_ && SSL_pending(c->tls_->ssl()) > 0) {
+  // Bytes nobody asked for (decrypted, or read ahead and not yet decrypted): the back end broke
+  // the protocol, as with input on an idle plain connection.
+  if (c->tls_ && SSL_has_pending(c->tls_->ssl()) == 1) {
     close(c);
     return;
   }

@@ -319,6 +319,32 @@ class TestHttpsProxy(HttpsProxyTestCase):
             status, _, body = self.get(srv.port, "/page.html?after")
             self.assertEqual((status, len(body)), (200, 663))
 
+    def test_handshake_timeout_and_failure_are_connect_failures_retried_for_a_post(self):
+        # A server that accepts TCP (the kernel's backlog) but never speaks TLS, and one whose
+        # certificate does not verify: a POST still goes to the good one, since nothing was sent.
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        self.addCleanup(silent.close)
+        other = make_ca(os.path.join(self.tmp, "pki"), "other")
+        bad = Nginx(self, self.docroot, other["server"], other["key"])
+        good = TlsBackend(self, self.certs)
+        top = (f'[[upstream]]\nname = "localhost"\n'
+               f'servers = ["127.0.0.1:{silent.getsockname()[1]}", "127.0.0.1:{bad.port}", '
+               f'"127.0.0.1:{good.port}"]\n'
+               f'tls = true\n{self.ca_key()}\nconnect_timeout = "300ms"\nmax_fails = 0\n')
+        srv = self.proxy("https://localhost", top=top)
+        body = b"p" * 1000
+        for _ in range(3):  # round robin: each server comes first once
+            status, _, answer = self.http(srv.port, "POST", "/upload", body=body)
+            self.assertEqual(status, 200, srv.stderr()[-3000:])
+            self.assertIn(hashlib.sha256(body).hexdigest().encode(), answer)
+        log = srv.stderr()
+        self.assertIn(f"proxy upstream 127.0.0.1:{silent.getsockname()[1]} (group \"localhost\"): "
+                      f"TLS handshake timed out for \"POST /upload\"", log)
+        self.assertIn(f"proxy upstream 127.0.0.1:{bad.port} (group \"localhost\"): TLS handshake "
+                      f"failed", log)
+
 
 if __name__ == "__main__":
     main()
