@@ -260,6 +260,9 @@ void GroupRuntime::put_idle(UpstreamConnection* c) {
     close(c);
     return;
   }
+  // An idle TLS connection keeps no record buffers (some 34 KB each): OpenSSL allocates them
+  // again when the connection is next used.
+  if (c->tls_) SSL_free_buffers(c->tls_->ssl());
   // With a cap, idle connections count against it too: a php-fpm child serves one connection
   // at a time, so an idle FCGI_KEEP_CONN connection holds a child.
   if (s.idle_count >= config_.keepalive || c->uses_ >= config_.keepalive_requests ||
