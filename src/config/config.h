@@ -120,6 +120,23 @@ struct HashKey {
   std::string name;
 };
 
+// TLS to the servers of a group (https back ends): `proxy = "https://..."`, or tls = true in
+// an [[upstream]]. Each worker builds its own client context from this (upstream/group_runtime.h).
+struct UpstreamTls {
+  bool enabled = false;
+  // Verify the server's certificate chain and name. Off only when written (a warning is logged
+  // at load): it makes the connection open to anyone on the path.
+  bool verify = true;
+  std::string ca_file;  // PEM bundle the chain must lead to; "" = the system store
+  // The name verified in the certificate (DNS name or IP address) and sent as SNI (names only).
+  // Filled at load: tls_server_name, else the host the proxy URL names (a declared group: its
+  // name, as nginx's proxy_ssl_name defaults to $proxy_host).
+  std::string server_name;
+  std::string certificate;  // client certificate chain (PEM) for back ends that ask; "" = none
+  std::string key;          // its private key
+  SourcePos pos;            // where TLS was asked for, for messages
+};
+
 // [[upstream]]: a named group of back ends shared by fastcgi and proxy routes. A route that names
 // an address instead of a group gets an implicit one-server group with these defaults.
 struct UpstreamGroup {
@@ -144,6 +161,7 @@ struct UpstreamGroup {
   uint32_t tries = 3;           // servers tried per request (connect failures, idempotent retries)
   Millis try_timeout{0};        // total time budget for all tries; 0 = unlimited
   HealthCheck health_check;
+  UpstreamTls tls;
   SourcePos pos;
 };
 

@@ -46,16 +46,11 @@ bool parse_proxy_url(std::string_view text, ProxyUrl* out, std::string* error, s
   hint->clear();
   constexpr std::string_view kExamples =
       "e.g. \"http://app\" (an [[upstream]] group), \"http://127.0.0.1:8080\", "
-      "\"http://unix:/run/app.sock:\", optionally followed by a path such as \"/v1/\"";
-  if (text.starts_with("https://")) {
-    *error = "proxying to https:// back ends is not supported ('" + std::string(text) + "')";
-    *hint =
-        "TLS to upstreams is not supported yet; reach the back end over http:// on a "
-        "trusted network or a unix socket";
-    return false;
-  }
-  if (!text.starts_with("http://")) {
-    *error = "proxy target '" + std::string(text) + "' is not an http:// URL";
+      "\"https://127.0.0.1:8443\", \"http://unix:/run/app.sock:\", optionally followed by a "
+      "path such as \"/v1/\"";
+  out->tls = text.starts_with("https://");
+  if (!out->tls && !text.starts_with("http://")) {
+    *error = "proxy target '" + std::string(text) + "' is not an http:// or https:// URL";
     *hint = text.find("://") == std::string_view::npos && !text.empty()
                 ? "write \"http://" + std::string(text) + "\""
                 : std::string(kExamples);
@@ -65,7 +60,15 @@ bool parse_proxy_url(std::string_view text, ProxyUrl* out, std::string* error, s
     *error = "proxy URL '" + std::string(text) + "' contains spaces or control characters";
     return false;
   }
-  std::string_view rest = text.substr(7);
+  std::string_view rest = text.substr(out->tls ? 8 : 7);
+  const char* default_port = out->tls ? ":443" : ":80";
+  if (out->tls && rest.starts_with("unix:")) {
+    *error = "proxy URL '" + std::string(text) + "' asks for TLS over a unix socket";
+    *hint =
+        "a unix socket is local: write \"http://unix:...\"; https:// is for back ends reached "
+        "over TCP";
+    return false;
+  }
   std::string_view authority;
   if (rest.starts_with("unix:")) {
     // nginx's form: the socket path ends at the next ':', the URI path follows it.
@@ -101,12 +104,13 @@ bool parse_proxy_url(std::string_view text, ProxyUrl* out, std::string* error, s
     if (has_port) {
       out->address = std::string(authority);
     } else if (authority.front() == '[') {
-      out->address = std::string(authority) + ":80";  // brackets are never part of a group name
+      out->address =
+          std::string(authority) + default_port;  // brackets are never part of a group name
     } else {
       out->name = std::string(authority);
       in_addr ip4{};
       if (out->name == "localhost" || inet_pton(AF_INET, out->name.c_str(), &ip4) == 1) {
-        out->default_port_address = out->name + ":80";
+        out->default_port_address = out->name + default_port;
       }
     }
   }
@@ -126,13 +130,25 @@ bool parse_proxy_url(std::string_view text, ProxyUrl* out, std::string* error, s
   return true;
 }
 
-std::string add_implicit_group(Config* config, const UpstreamServer& server, const SourcePos& pos) {
-  std::string name = canonical_upstream_address(server);
+namespace {
+bool same_tls(const UpstreamTls& a, const UpstreamTls& b) {
+  return a.verify == b.verify && a.ca_file == b.ca_file && a.server_name == b.server_name &&
+         a.certificate == b.certificate && a.key == b.key;
+}
+}  // namespace
+
+std::string add_implicit_group(Config* config, const UpstreamServer& server, const SourcePos& pos,
+                               const UpstreamTls* tls, bool* tls_conflict) {
+  const bool secure = tls != nullptr && tls->enabled;
+  std::string name = (secure ? "https://" : "") + canonical_upstream_address(server);
   for (const UpstreamGroup& group : config->upstreams) {
-    if (group.name == name) return name;
+    if (group.name != name) continue;
+    if (secure && tls_conflict != nullptr && !same_tls(group.tls, *tls)) *tls_conflict = true;
+    return name;
   }
   UpstreamGroup group;
   group.name = name;
+  if (secure) group.tls = *tls;
   group.servers.push_back(server);
   group.servers.back().pos = pos;
   group.pos = pos;

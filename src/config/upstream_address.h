@@ -2,8 +2,9 @@
 // the TOML loader and the command line:
 //   "127.0.0.1:9000"  "[::1]:8080"  "localhost:8080" (127.0.0.1)  "unix:/run/php/fpm.sock"
 // and the proxy targets "http://GROUP[/path]", "http://host:port[/path]",
-// "http://unix:/path/to.sock:[/path]". Host names other than "localhost" are not resolved, for
-// the same reason as listen addresses: starting must not depend on DNS.
+// "http://unix:/path/to.sock:[/path]", and the same with https:// (TCP only). Host names other than
+// "localhost" are not resolved, for the same reason as listen addresses: starting must not depend
+// on DNS.
 #pragma once
 
 #include <string>
@@ -35,13 +36,17 @@ struct ProxyUrl {
   std::string address;
   std::string default_port_address;  // with `name`: the address it means if it is no group, or ""
   std::string path;                  // "" or starting with '/'
+  bool tls = false;                  // https://: the default port is 443
 };
 bool parse_proxy_url(std::string_view text, ProxyUrl* out, std::string* error, std::string* hint);
 
 // The group for a route that names an address instead of a group: an existing implicit group of
 // the same endpoint, or a new one with default settings appended to config->upstreams. Returns
-// its name.
-std::string add_implicit_group(Config* config, const UpstreamServer& server, const SourcePos& pos);
+// its name. With `tls` (enabled), the group speaks TLS and is named "https://ADDRESS", so that
+// http:// and https:// routes to one port never share a pool; `*tls_conflict` is set when such
+// a group exists already with other TLS settings.
+std::string add_implicit_group(Config* config, const UpstreamServer& server, const SourcePos& pos,
+                               const UpstreamTls* tls = nullptr, bool* tls_conflict = nullptr);
 
 // "name1, name2, ..." of the groups in `config` that were declared (not implicit), for hints.
 std::string declared_group_names(const Config& config);

@@ -5,6 +5,8 @@
 
 #include "config/upstream_address.h"
 #include "config/validate.h"
+#include "core/log.h"
+#include "tls/client_context.h"
 
 namespace peregrine::upstream {
 
@@ -19,12 +21,32 @@ using config::UpstreamServer;
 using config::detail::closest_match;
 using config::detail::has_control_chars;
 
-const std::vector<std::string_view> kGroupKeys = {
-    "name",         "balance",       "hash_key",          "max_fails",
-    "fail_timeout", "keepalive",     "keepalive_timeout", "keepalive_requests",
-    "queue",        "queue_timeout", "connect_timeout",   "send_timeout",
-    "read_timeout", "tries",         "try_timeout",       "servers",
-    "server",       "health_check"};
+const std::vector<std::string_view> kGroupKeys = {"name",
+                                                  "balance",
+                                                  "hash_key",
+                                                  "max_fails",
+                                                  "fail_timeout",
+                                                  "keepalive",
+                                                  "keepalive_timeout",
+                                                  "keepalive_requests",
+                                                  "queue",
+                                                  "queue_timeout",
+                                                  "connect_timeout",
+                                                  "send_timeout",
+                                                  "read_timeout",
+                                                  "tries",
+                                                  "try_timeout",
+                                                  "servers",
+                                                  "server",
+                                                  "health_check",
+                                                  "tls",
+                                                  "tls_ca",
+                                                  "tls_verify",
+                                                  "tls_server_name",
+                                                  "tls_certificate",
+                                                  "tls_key"};
+const std::vector<std::string_view> kTlsKeys = {"tls_ca", "tls_verify", "tls_server_name",
+                                                "tls_certificate", "tls_key"};
 const std::vector<std::string_view> kServerKeys = {"address", "weight", "backup", "max_conns"};
 const std::vector<std::string_view> kHealthCheckKeys = {"path",   "host", "interval", "timeout",
                                                         "status", "rise", "fall"};
@@ -296,6 +318,27 @@ void read_group(Reader& reader, const toml::table& table,
                         "write an [upstream.health_check] section below the [[upstream]]");
     }
   }
+  if (const toml::node* node = table.get("tls")) {
+    reader.read_bool(*node, "upstream.tls", &group.tls.enabled);
+    group.tls.pos = reader.pos_of(node->source());
+  }
+  if (group.tls.enabled) {
+    for (const UpstreamServer& server : group.servers) {
+      if (server.addr.ss_family == AF_UNIX)
+        reader.error(server.pos, "upstream '" + group.name + "' has tls = true and a unix socket",
+                     "TLS is for back ends reached over TCP; speak plain HTTP to '" +
+                         server.address + "' in a group without tls");
+    }
+    read_tls_keys(reader, table, "upstream", group.name, &group.tls);
+  } else {
+    for (std::string_view key : kTlsKeys) {
+      if (const toml::node* node = table.get(key))
+        reader.error(node->source(), "'" + std::string(key) + "' needs tls = true",
+                     "add tls = true to the [[upstream]] (its servers then speak https), or "
+                     "remove '" +
+                         std::string(key) + "'");
+    }
+  }
   if (named) config->upstreams.push_back(std::move(group));
 }
 
@@ -303,6 +346,85 @@ void read_group(Reader& reader, const toml::table& table,
 
 const std::vector<std::string_view>& group_keys() {
   return kGroupKeys;
+}
+
+const std::vector<std::string_view>& tls_keys() {
+  return kTlsKeys;
+}
+
+bool read_tls_keys(Reader& reader, const toml::table& table, std::string_view prefix,
+                   const std::string& default_name, config::UpstreamTls* tls) {
+  const size_t errors_before = reader.error_count();
+  const std::string dotted = std::string(prefix) + ".";
+  auto path = [&](std::string_view key, std::string* out) -> const toml::node* {
+    const toml::node* node = table.get(key);
+    std::string value;
+    if (node && reader.read_string(*node, dotted + std::string(key), &value, false))
+      *out = config::detail::absolute_path(value, reader.base_dir());
+    return node;
+  };
+  const toml::node* ca = path("tls_ca", &tls->ca_file);
+  const toml::node* certificate = path("tls_certificate", &tls->certificate);
+  const toml::node* key = path("tls_key", &tls->key);
+  const toml::node* verify = table.get("tls_verify");
+  if (verify) reader.read_bool(*verify, dotted + "tls_verify", &tls->verify);
+  tls->server_name.clear();
+  if (const toml::node* node = table.get("tls_server_name")) {
+    std::string name;
+    if (reader.read_string(*node, dotted + "tls_server_name", &name, false)) {
+      const bool bracketed = name.front() == '[';
+      if (!config::detail::valid_host_header(name) ||
+          (bracketed ? name.back() != ']' : name.find(':') != std::string::npos)) {
+        reader.error(node->source(), "invalid tls_server_name \"" + name + "\"",
+                     "the name the back end's certificate shows, without a port: "
+                     "\"app.internal\" or an IP address");
+      } else {
+        if (name.front() == '[' && name.back() == ']') name = name.substr(1, name.size() - 2);
+        tls->server_name = name;
+      }
+    }
+  }
+  if (tls->server_name.empty()) tls->server_name = default_name;
+  if (certificate && !key) {
+    reader.error(
+        certificate->source(), "'tls_certificate' needs a 'tls_key'",
+        "the client certificate's private key, e.g. tls_key = \"/etc/peregrine/client.key\"");
+  } else if (key && !certificate) {
+    reader.error(key->source(), "'tls_key' needs a 'tls_certificate'",
+                 "the client certificate chain the key belongs to");
+  }
+  if (ca && !tls->verify) {
+    reader.error(ca->source(), "'tls_ca' is ignored with tls_verify = false",
+                 "remove one of them: verification needs the CA, the CA needs verification");
+  }
+  if (reader.error_count() != errors_before) return false;
+  // The files are read now, so that a missing or broken one is a config error with a position
+  // rather than a failure of every request.
+  tls::ClientOptions options;
+  options.verify = tls->verify;
+  options.ca_file = tls->ca_file;
+  options.certificate = tls->certificate;
+  options.key = tls->key;
+  std::string problem;
+  if (!tls::ClientContext::make(options, &problem)) {
+    const toml::node* at = ca && problem.find("CA") != std::string::npos     ? ca
+                           : key && problem.find("key") != std::string::npos ? key
+                           : certificate                                     ? certificate
+                                                                             : ca;
+    if (at)
+      reader.error(at->source(), problem, "a PEM file readable by the server's user");
+    else
+      reader.error(tls->pos, problem, "the system's CA store is /etc/ssl/certs (ca-certificates)");
+    return false;
+  }
+  if (!tls->verify) {
+    LOG_WARN(
+        "%s:%u:%u: TLS to upstream '%s' does not verify the server's certificate "
+        "(tls_verify = false): anyone on the path can read and change the traffic",
+        reader.file().c_str(), verify->source().begin.line, verify->source().begin.column,
+        default_name.c_str());
+  }
+  return true;
 }
 
 void read_groups(Reader& reader, const toml::node& node, config::Config* config) {
@@ -356,10 +478,26 @@ const UpstreamGroup* RouteGroups::find(std::string_view name) const {
 }
 
 std::string RouteGroups::resolve(Reader& reader, const toml::node& node, config::HandlerKind kind,
-                                 const std::string& name, const std::string& address) {
+                                 const std::string& name, const std::string& address,
+                                 const config::UpstreamTls* tls) {
   std::string group_name;
   if (!name.empty() && find(name) != nullptr) {
     group_name = name;
+    const UpstreamGroup& group = *find(name);
+    const bool https = tls != nullptr && tls->enabled;
+    if (kind == config::HandlerKind::kProxy && https && !group.tls.enabled) {
+      reader.error(
+          node.source(),
+          "proxy URL 'https://" + name + "' names upstream '" + name + "', which speaks plain HTTP",
+          "add tls = true to the [[upstream]] at line " + std::to_string(group.pos.line) +
+              ", or write \"http://" + name + "\"");
+    } else if (kind == config::HandlerKind::kProxy && !https && group.tls.enabled) {
+      reader.error(node.source(), "upstream '" + name + "' has tls = true",
+                   "write \"https://" + name + "\": the scheme says how the back end is reached");
+    } else if (kind == config::HandlerKind::kFastcgi && group.tls.enabled) {
+      reader.error(node.source(), "upstream '" + name + "' has tls = true; FastCGI speaks plain",
+                   "declare a group without tls for the fastcgi route");
+    }
   } else if (!address.empty()) {
     UpstreamServer server;
     std::string message, hint;
@@ -367,7 +505,14 @@ std::string RouteGroups::resolve(Reader& reader, const toml::node& node, config:
       reader.error(node.source(), message, hint);
       return "";
     }
-    group_name = config::add_implicit_group(config_, server, reader.pos_of(node.source()));
+    bool conflict = false;
+    group_name =
+        config::add_implicit_group(config_, server, reader.pos_of(node.source()), tls, &conflict);
+    if (conflict)
+      reader.error(node.source(),
+                   "another route reaches '" + address + "' over https with other tls_* settings",
+                   "declare one [[upstream]] with tls = true and its tls_* keys, and name it in "
+                   "both routes");
   } else {
     std::vector<std::string_view> names;
     for (const UpstreamGroup& group : config_->upstreams) {

@@ -21,6 +21,16 @@ const std::vector<std::string_view>& group_keys();
 // The `upstream` array of tables into config->upstreams (before the sites: routes name them).
 void read_groups(config::Reader& reader, const toml::node& node, config::Config* config);
 
+// The TLS keys an [[upstream]] with tls = true and an https:// proxy route share: tls_ca,
+// tls_verify, tls_server_name, tls_certificate, tls_key.
+const std::vector<std::string_view>& tls_keys();
+
+// Reads those keys of `table` into *tls (`prefix`: "upstream" or "site.route", for messages;
+// `default_name`: the name verified when tls_server_name is absent), checks that the files load,
+// and warns when verification is off. False after reporting a problem.
+bool read_tls_keys(config::Reader& reader, const toml::table& table, std::string_view prefix,
+                   const std::string& default_name, config::UpstreamTls* tls);
+
 // "$uri", "$http_NAME", "$cookie_NAME" into *out. Returns "" or the problem.
 std::string parse_hash_key(std::string_view text, config::HashKey* out);
 
@@ -34,8 +44,11 @@ class RouteGroups {
 
   // The group a fastcgi or proxy route at `node` uses: the declared group `name`, or the
   // implicit group of `address`. Returns "" after reporting a problem.
+  // `tls`: a proxy route's TLS (enabled for https://; the settings of an implicit group), or
+  // null (FastCGI). A declared group's tls must match the route's scheme.
   std::string resolve(config::Reader& reader, const toml::node& node, config::HandlerKind kind,
-                      const std::string& name, const std::string& address);
+                      const std::string& name, const std::string& address,
+                      const config::UpstreamTls* tls = nullptr);
 
  private:
   struct Use {

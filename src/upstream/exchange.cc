@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "core/spares.h"
+#include "tls/client_context.h"
 
 namespace peregrine::upstream {
 
@@ -94,6 +95,7 @@ void UpstreamExchange::on_queue_timeout() {
 
 void UpstreamExchange::connect(bool fresh_only) {
   phase_ = Phase::kConnecting;
+  handshaking_ = false;
   got_byte_ = false;
   hung_up_ = false;
   head_received_ = false;
@@ -125,6 +127,26 @@ void UpstreamExchange::connect(bool fresh_only) {
   // Writability tells us the connect finished; on_ready() then calls connected().
 }
 
+// The TLS handshake is part of the connect: connect_timeout covers it, and its failure is a
+// connect failure for the retry policy (nothing of the request was sent).
+bool UpstreamExchange::handshake() {
+  tls::Stream& stream = *conn_->tls();
+  switch (stream.handshake()) {
+    case tls::Stream::Progress::kDone:
+      handshaking_ = false;
+      return true;
+    case tls::Stream::Progress::kWantIo:
+      handshaking_ = true;  // the TCP connect is done: later readiness is the handshake's
+      return false;
+    case tls::Stream::Progress::kFailed:
+      break;
+  }
+  handshaking_ = false;
+  fail(Failure::kRefused, "TLS handshake failed",
+       tls::ClientContext::failure_reason(stream).c_str());
+  return false;
+}
+
 void UpstreamExchange::connected() {
   phase_ = Phase::kActive;
   write_out();  // sets the timer: send_timeout if blocked, read_timeout once all is out
@@ -135,11 +157,14 @@ void UpstreamExchange::on_ready(uint32_t readiness) {
   if (readiness & event::kHangup) hung_up_ = true;
   if (phase_ == Phase::kConnecting) {
     if (!(readiness & (event::kOut | event::kIn | event::kHangup))) return;
-    int error = connect_result(conn_->fd());
-    if (error != 0) {
-      fail(Failure::kRefused, "connect failed", std::strerror(error));
-      return;
+    if (!handshaking_) {
+      int error = connect_result(conn_->fd());
+      if (error != 0) {
+        fail(Failure::kRefused, "connect failed", std::strerror(error));
+        return;
+      }
     }
+    if (conn_->tls() && !handshake()) return;
     connected();
     if (phase_ != Phase::kActive || !conn_) return;
   } else if ((readiness & event::kOut) && out_sent_ < out_.size()) {
@@ -149,8 +174,11 @@ void UpstreamExchange::on_ready(uint32_t readiness) {
 }
 
 bool UpstreamExchange::write_out() {
+  tls::Stream* tls = conn_->tls();
   while (out_sent_ < out_.size()) {
-    ssize_t n = ::send(conn_->fd(), out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL);
+    ssize_t n =
+        tls ? tls->write(out_.data() + out_sent_, out_.size() - out_sent_)
+            : ::send(conn_->fd(), out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL);
     if (n > 0) {
       out_sent_ += static_cast<size_t>(n);
       sent_any_ = true;
@@ -207,8 +235,9 @@ bool UpstreamExchange::request_bytes_added() {
 }
 
 ssize_t UpstreamExchange::receive(char* buffer, size_t size) {
+  tls::Stream* tls = conn_->tls();
   for (;;) {
-    ssize_t n = ::recv(conn_->fd(), buffer, size, 0);
+    ssize_t n = tls ? tls->read(buffer, size) : ::recv(conn_->fd(), buffer, size, 0);
     if (n > 0) {
       got_byte_ = true;
       return n;
@@ -234,7 +263,8 @@ void UpstreamExchange::on_io_timeout() {
         connect(false);
         return;
       }
-      fail(Failure::kConnectTimeout, "connect timed out");
+      fail(Failure::kConnectTimeout,
+           handshaking_ ? "TLS handshake timed out" : "connect timed out");
       return;
     case Phase::kActive:
       on_active_timeout();

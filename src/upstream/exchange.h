@@ -7,6 +7,9 @@
 //    built);
 //  - the connection: a pooled one or a new connect, and the stale-connection retry (a pooled
 //    connection that turns out closed is retried once on a fresh one, not counted as a try);
+//    in an https group the TLS handshake ends the connect (connect_timeout, a connect failure
+//    for the retry policy) and the write loop and receive() go through the connection's
+//    tls::Stream: one null-pointer test on the plain path;
 //  - the I/O timer: connect_timeout while connecting, send_timeout while a write is blocked,
 //    read_timeout once the request is written and between reads;
 //  - the write loop and its replay buffer: out_ keeps every request byte (up to kReplayLimit)
@@ -213,12 +216,14 @@ class UpstreamExchange : public handlers::Exchange,
     void on_timeout() override { exchange->on_io_timeout(); }
   };
   void connect(bool fresh_only);
+  bool handshake();
   void connected();
   void on_io_timeout();
 
   event::TimerNode io_timer_;
   IoTimerOwner io_timer_owner_;
   bool ended_ = false;
+  bool handshaking_ = false;  // the TCP connect succeeded; the TLS handshake is under way
 };
 
 }  // namespace peregrine::upstream

@@ -106,6 +106,20 @@ GroupRuntime::GroupRuntime(const config::UpstreamGroup& config, event::Poller& p
       LOG_WARN("upstream %s: server %s has max_conns = %u for %u workers; each worker uses 1",
                config.name.c_str(), config.servers[i].address.c_str(), cap, share);
   }
+  if (config.tls.enabled) {
+    // Per worker: the context's session callback and the caches it fills need no locks.
+    tls::ClientOptions options;
+    options.verify = config.tls.verify;
+    options.ca_file = config.tls.ca_file;
+    options.certificate = config.tls.certificate;
+    options.key = config.tls.key;
+    std::string error;
+    tls_ = tls::ClientContext::make(options, &error);
+    if (!tls_)  // checked at load; a file changed since then
+      LOG_ERROR("upstream %s: TLS to the servers is unavailable: %s", config.name.c_str(),
+                error.c_str());
+    sessions_ = std::make_unique<tls::SessionCache[]>(config.servers.size());
+  }
 }
 
 GroupRuntime::~GroupRuntime() {
@@ -197,12 +211,28 @@ UpstreamConnection* GroupRuntime::take_idle(size_t server, event::Pollable& user
   return c;
 }
 
+std::unique_ptr<tls::Stream> GroupRuntime::open_tls(int fd, size_t server) {
+  if (!tls_) return nullptr;
+  return tls_->open(fd, config_.tls.server_name, &sessions_[server]);
+}
+
 UpstreamConnection* GroupRuntime::open(size_t server, event::Pollable& user) {
+  std::unique_ptr<tls::Stream> stream;
+  if (config_.tls.enabled && !tls_) {
+    errno = EPROTO;  // the context failed to build (logged then)
+    return nullptr;
+  }
   int fd = connect_to(config_.servers[server]);
   if (fd < 0) return nullptr;
+  if (tls_ && !(stream = open_tls(fd, server))) {
+    ::close(fd);
+    errno = ENOMEM;
+    return nullptr;
+  }
   auto* c = new UpstreamConnection;
   c->group_ = this;
   c->fd_ = fd;
+  c->tls_ = std::move(stream);
   c->server_ = server;
   c->user_ = &user;
   c->idle_timer_.owner = c;
@@ -224,6 +254,15 @@ void GroupRuntime::hand_over(UpstreamConnection* c, event::Pollable& user) {
 void GroupRuntime::put_idle(UpstreamConnection* c) {
   Slots& s = slots_[c->server_];
   ++c->uses_;
+  // Bytes nobody asked for (decrypted, or read ahead and not yet decrypted): the back end broke
+  // the protocol, as with input on an idle plain connection.
+  if (c->tls_ && SSL_has_pending(c->tls_->ssl()) == 1) {
+    close(c);
+    return;
+  }
+  // An idle TLS connection keeps no record buffers (some 34 KB each): OpenSSL allocates them
+  // again when the connection is next used.
+  if (c->tls_) SSL_free_buffers(c->tls_->ssl());
   // With a cap, idle connections count against it too: a php-fpm child serves one connection
   // at a time, so an idle FCGI_KEEP_CONN connection holds a child.
   if (s.idle_count >= config_.keepalive || c->uses_ >= config_.keepalive_requests ||
@@ -243,6 +282,17 @@ void GroupRuntime::put_idle(UpstreamConnection* c) {
 
 void GroupRuntime::close(UpstreamConnection* c) {
   if (c->fd_ < 0) return;
+  if (c->tls_) {
+    if (c->idle_) {
+      c->tls_->shutdown();  // a clean end: close_notify
+    } else if (c->tls_->handshake_done()) {
+      // Freed without a close_notify of ours, OpenSSL would mark the session not resumable,
+      // and it is the one the server's cache holds: a back end that closes after each response
+      // (or a reset) would then cost a full handshake on every new connection.
+      SSL_set_shutdown(c->tls_->ssl(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+    }
+    c->tls_.reset();  // before the descriptor number can be reused; frees the session now
+  }
   if (c->idle_) unlink_idle(c);
   event::TimerList::disarm(c->idle_timer_);
   ::close(c->fd_);  // also leaves the epoll set

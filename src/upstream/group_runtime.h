@@ -26,6 +26,8 @@
 #include "event/poller.h"
 #include "event/timer_list.h"
 #include "event/timer_set.h"
+#include "tls/client_context.h"
+#include "tls/stream.h"
 #include "upstream/balancer.h"
 
 namespace peregrine::upstream {
@@ -48,6 +50,8 @@ class UpstreamConnection final : public event::Pollable,
                                  public event::Disposable {
  public:
   int fd() const { return fd_; }
+  // The TLS session on fd() (an https group), or null: the plain path tests this one pointer.
+  tls::Stream* tls() const { return tls_.get(); }
   size_t server() const { return server_; }
   uint32_t uses() const { return uses_; }  // requests it carried before this one
   bool reused() const { return uses_ > 0; }
@@ -65,6 +69,7 @@ class UpstreamConnection final : public event::Pollable,
   bool idle_ = false;                // in the pool
   bool writable_watched_ = true;
   int fd_ = -1;
+  std::unique_ptr<tls::Stream> tls_;
   size_t server_ = 0;
   uint32_t uses_ = 0;
   UpstreamConnection* prev_ = nullptr;  // pool links
@@ -135,7 +140,10 @@ class GroupRuntime {
   UpstreamConnection* take_idle(size_t server, event::Pollable& user);
   // A new connection to `server`, connecting: wait for writability, then check SO_ERROR. Null
   // with errno set when the socket cannot even be created or the connect fails at once (EAGAIN:
-  // a unix socket's backlog is full).
+  // a unix socket's backlog is full). In a TLS group the connection carries a client session
+  // whose handshake the user drives (tls()->handshake()) once the connect succeeded; the
+  // server's last session is offered for resumption.
+
   UpstreamConnection* open(size_t server, event::Pollable& user);
   // The request on `c` completed and the next one was already sent on it (FastCGI pipelining):
   // its readiness goes to `user` now, which counts as a reuse.
@@ -152,6 +160,13 @@ class GroupRuntime {
 
   // Active health checks set this; logs changes.
   void set_probe_up(size_t server, bool up);
+
+  // The group's TLS client context (this worker's), or null for plain HTTP (or when it could not
+  // be built: open() then fails with EPROTO, logged once).
+  const tls::ClientContext* tls_context() const { return tls_.get(); }
+  // A client TLS session on `fd` for `server` (resuming its last session); null when the group
+  // is plain or OpenSSL cannot make one. Health checks use it too.
+  std::unique_ptr<tls::Stream> open_tls(int fd, size_t server);
 
   // This worker's share of the server's max_conns; 0 = unlimited.
   uint32_t cap(size_t server) const { return slots_[server].cap; }
@@ -173,6 +188,8 @@ class GroupRuntime {
   const Clock& clock_;
   Upstream upstream_;
   std::vector<Slots> slots_;
+  std::unique_ptr<tls::ClientContext> tls_;
+  std::unique_ptr<tls::SessionCache[]> sessions_;  // per server: the session to resume
   Waiter* queue_head_ = nullptr;
   Waiter* queue_tail_ = nullptr;
   size_t queued_ = 0;

@@ -5,11 +5,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "core/log.h"
 #include "event/deferred.h"
 #include "http/http1/response_parser.h"
+#include "tls/client_context.h"
 
 namespace peregrine::upstream {
 
@@ -38,6 +40,7 @@ class HealthChecker::Probe final : public event::Pollable,
 
   ~Probe() override {
     event::TimerList::disarm(timer_);
+    tls_.reset();
     if (fd_ >= 0) ::close(fd_);
   }
 
@@ -69,6 +72,30 @@ class HealthChecker::Probe final : public event::Pollable,
         return;
       }
       phase_ = Phase::kSending;
+      if (group_.tls_context()) {
+        // An https group is probed over TLS, as its requests go: a server whose certificate
+        // no longer verifies is out of the rotation before a request finds out.
+        tls_ = group_.open_tls(fd_, server_);
+        if (!tls_) {
+          finish(false, "cannot create a TLS session");
+          return;
+        }
+        phase_ = Phase::kHandshake;
+      }
+    }
+    if (phase_ == Phase::kHandshake) {
+      switch (tls_->handshake()) {
+        case tls::Stream::Progress::kDone:
+          phase_ = Phase::kSending;
+          break;
+        case tls::Stream::Progress::kWantIo:
+          return;
+        case tls::Stream::Progress::kFailed: {
+          std::string reason = "TLS handshake failed: " + tls::ClientContext::failure_reason(*tls_);
+          finish(false, reason.c_str());
+          return;
+        }
+      }
     }
     if (phase_ == Phase::kSending) {
       send_request();
@@ -78,7 +105,7 @@ class HealthChecker::Probe final : public event::Pollable,
   }
 
  private:
-  enum class Phase : uint8_t { kIdle, kConnecting, kSending, kReading };
+  enum class Phase : uint8_t { kIdle, kConnecting, kHandshake, kSending, kReading };
   // The head is all we look at; a larger one is a failure.
   static constexpr size_t kMaxResponseBytes = 16 * 1024;
 
@@ -102,7 +129,9 @@ class HealthChecker::Probe final : public event::Pollable,
 
   void send_request() {
     while (sent_ < request_.size()) {
-      ssize_t n = ::send(fd_, request_.data() + sent_, request_.size() - sent_, MSG_NOSIGNAL);
+      ssize_t n = tls_
+                      ? tls_->write(request_.data() + sent_, request_.size() - sent_)
+                      : ::send(fd_, request_.data() + sent_, request_.size() - sent_, MSG_NOSIGNAL);
       if (n > 0) {
         sent_ += static_cast<size_t>(n);
         continue;
@@ -118,7 +147,7 @@ class HealthChecker::Probe final : public event::Pollable,
   void read_response() {
     char buffer[4096];
     for (;;) {
-      ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      ssize_t n = tls_ ? tls_->read(buffer, sizeof buffer) : ::recv(fd_, buffer, sizeof buffer, 0);
       if (n > 0) {
         in_.append(buffer, static_cast<size_t>(n));
         http1::ResponseParser::Result r = parser_.parse(in_);
@@ -160,6 +189,13 @@ class HealthChecker::Probe final : public event::Pollable,
   }
 
   void close_socket() {
+    if (tls_) {
+      // Whatever happened after the handshake, the session stays resumable (OpenSSL would mark
+      // it spent when freed without a shutdown): mark the session ended without sending.
+      if (tls_->handshake_done())
+        SSL_set_shutdown(tls_->ssl(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+      tls_.reset();
+    }
     if (fd_ < 0) return;
     poller_.remove(fd_);
     ::close(fd_);
@@ -204,6 +240,7 @@ class HealthChecker::Probe final : public event::Pollable,
   Phase phase_ = Phase::kIdle;
   bool retired_ = false;
   int fd_ = -1;
+  std::unique_ptr<tls::Stream> tls_;  // an https group's session on fd_
   size_t sent_ = 0;
   std::string in_;
   http1::ResponseParser parser_;

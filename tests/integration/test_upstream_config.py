@@ -104,10 +104,10 @@ strip_prefix = true
         r = self.run_t("--fastcgi", "127.0.0.1:9000")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("<command line>: error: --fastcgi needs --root DIR", r.stderr)
-        r = self.run_t("--proxy", "https://127.0.0.1:8443")
+        r = self.run_t("--proxy", "https://unix:/run/app.sock:")
         self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn("<command line>: error: --proxy: proxying to https:// back ends is not "
-                      "supported", r.stderr)
+        self.assertIn("<command line>: error: --proxy: proxy URL 'https://unix:/run/app.sock:' "
+                      "asks for TLS over a unix socket", r.stderr)
         r = self.run_t("--proxy", "/api/")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("--proxy: '/api/' has a prefix but no URL", r.stderr)

@@ -29,7 +29,12 @@ const std::vector<std::string_view> kKeys = {"proxy",
                                              "proxy_buffer",
                                              "proxy_temp_file_max",
                                              "websocket",
-                                             "tunnel_timeout"};
+                                             "tunnel_timeout",
+                                             "tls_ca",
+                                             "tls_verify",
+                                             "tls_server_name",
+                                             "tls_certificate",
+                                             "tls_key"};
 const std::vector<std::string_view> kHeaderRuleKeys = {"set", "add", "remove"};
 
 constexpr uint64_t kMaxResponseBuffer = uint64_t{64} << 20;
@@ -117,6 +122,16 @@ void read_header_rules(Reader& reader, const toml::node& node, const std::string
   }
 }
 
+// The host part of an upstream address ("127.0.0.1:8443" -> "127.0.0.1", "[::1]:443" -> "::1"):
+// what an implicit https group verifies in the certificate by default.
+std::string host_of(std::string_view address) {
+  if (address.starts_with('[')) {
+    size_t end = address.find(']');
+    return std::string(address.substr(1, end == std::string_view::npos ? end : end - 1));
+  }
+  return std::string(address.substr(0, address.rfind(':')));
+}
+
 void read_route(config::RouteContext& context, const toml::table& table, const toml::node& target,
                 config::Route* route) {
   Reader& reader = context.reader;
@@ -134,11 +149,29 @@ void read_route(config::RouteContext& context, const toml::table& table, const t
       reader.error(target.source(), message, hint);
     } else {
       std::string address = url.address;
-      if (!url.name.empty() && context.groups.find(url.name) == nullptr) {
-        address = url.default_port_address;  // "http://127.0.0.1" is port 80
+      const bool declared = !url.name.empty() && context.groups.find(url.name) != nullptr;
+      if (!url.name.empty() && !declared) {
+        address = url.default_port_address;  // "http://127.0.0.1" is port 80 (https: 443)
       }
-      options.upstream =
-          context.groups.resolve(reader, target, config::HandlerKind::kProxy, url.name, address);
+      config::UpstreamTls tls;
+      tls.enabled = url.tls;
+      tls.pos = reader.pos_of(target.source());
+      const toml::node* tls_key = nullptr;
+      for (std::string_view key : upstream::tls_keys())
+        if (!tls_key) tls_key = table.get(key);
+      if (tls_key && !url.tls) {
+        reader.error(tls_key->source(), "TLS settings on a route that proxies to http://",
+                     "write proxy = \"https://...\" to reach the back end over TLS");
+      } else if (tls_key && declared) {
+        reader.error(tls_key->source(),
+                     "TLS settings for upstream '" + url.name + "' belong to its [[upstream]]",
+                     "move the tls_* keys to the [[upstream]] named '" + url.name + "'");
+      } else if (url.tls && !declared) {
+        upstream::read_tls_keys(reader, table, "site.route", host_of(address), &tls);
+      }
+      if (url.tls) options.scheme = "https";
+      options.upstream = context.groups.resolve(reader, target, config::HandlerKind::kProxy,
+                                                url.name, address, &tls);
       if (!url.path.empty()) {
         if (replaceable) {
           options.path = url.path;

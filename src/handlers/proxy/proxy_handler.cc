@@ -431,6 +431,7 @@ void ProxyExchange::on_request_written() {
   if (step_ == Step::kTunnel) arm_io(handler_.options_.tunnel_idle_timeout.count());
   if (shutdown_pending_) {
     shutdown_pending_ = false;
+    if (conn_->tls()) conn_->tls()->shutdown();  // close_notify: TLS's own end of the stream
     ::shutdown(conn_->fd(), SHUT_WR);
   }
 }
@@ -945,11 +946,13 @@ ProxyHandler::ProxyHandler(const config::Route& route, const config::Site& site,
       !g.servers.empty())
     upstream_host_ = g.servers[0].address;
   if (upstream_host_.starts_with("unix:")) upstream_host_ = "localhost";
-  response_options_.upstream_origin = "http://" + upstream_host_;
+  // The back end's own origin in the Location headers it sends: https for a TLS group.
+  const std::string scheme = g.tls.enabled ? "https://" : "http://";
+  response_options_.upstream_origin = scheme + upstream_host_;
   // Origins of servers whose address differs from the name the back end is addressed by.
   for (const config::UpstreamServer& server : g.servers) {
     bool distinct = server.address != upstream_host_ && !server.address.starts_with("unix:");
-    server_origins_.push_back(distinct ? "http://" + server.address : std::string());
+    server_origins_.push_back(distinct ? scheme + server.address : std::string());
   }
 
   map_path_ = !o.path_prefix.empty() && (o.strip_prefix || !o.path.empty());

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A scriptable HTTP/1.1 back end for the reverse-proxy tests (asyncio, standard library only).
 
-    python3 http_backend.py --id A [--port 0 | --unix PATH]
+    python3 http_backend.py --id A [--port 0 | --unix PATH] [--tls-cert PEM --tls-key PEM]
 
 Prints "listening on 127.0.0.1:PORT" on stdout once it accepts connections. It speaks HTTP/1.1
 with keep-alive by hand so that the tests control every byte: framing, early closes, garbage,
@@ -376,7 +376,14 @@ async def main():
     parser.add_argument("--close-after", type=int, default=0,
                         help="close each connection silently after this many answers")
     parser.add_argument("--unix", help="listen on this unix socket path instead of TCP")
+    parser.add_argument("--tls-cert", help="speak TLS with this certificate chain (PEM)")
+    parser.add_argument("--tls-key", help="the certificate's private key (PEM)")
     args = parser.parse_args()
+    tls = None
+    if args.tls_cert:
+        import ssl
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(args.tls_cert, args.tls_key)
     backend = Backend(args.id, args.slow_ms, args.close_after)
     if args.unix:
         server = await asyncio.start_unix_server(backend.handle, args.unix, backlog=4096,
@@ -384,7 +391,7 @@ async def main():
         print(f"listening on unix:{args.unix}", flush=True)
     else:
         server = await asyncio.start_server(backend.handle, "127.0.0.1", args.port, backlog=4096,
-                                            reuse_address=True, limit=1 << 20)
+                                            reuse_address=True, limit=1 << 20, ssl=tls)
         backend.port = server.sockets[0].getsockname()[1]
         print(f"listening on 127.0.0.1:{backend.port}", flush=True)
     async with server:

@@ -150,12 +150,12 @@ TEST(ProxyUrl, Errors) {
     EXPECT_FALSE(parse_proxy_url(text, &url, &error, &hint)) << text;
     return error + " (hint: " + hint + ")";
   };
-  EXPECT_EQ(fails("https://app"),
-            "proxying to https:// back ends is not supported ('https://app') (hint: TLS to "
-            "upstreams is not supported yet; reach the back end over http:// on a trusted network "
-            "or a unix socket)");
+  EXPECT_EQ(fails("https://unix:/run/app.sock:"),
+            "proxy URL 'https://unix:/run/app.sock:' asks for TLS over a unix socket (hint: a "
+            "unix socket is local: write \"http://unix:...\"; https:// is for back ends reached "
+            "over TCP)");
   EXPECT_EQ(fails("127.0.0.1:8080"),
-            "proxy target '127.0.0.1:8080' is not an http:// URL (hint: write "
+            "proxy target '127.0.0.1:8080' is not an http:// or https:// URL (hint: write "
             "\"http://127.0.0.1:8080\")");
   EXPECT_EQ(fails("http://unix:/run/app.sock"),
             "unix socket in proxy URL 'http://unix:/run/app.sock' is not followed by ':' (hint: "
@@ -408,11 +408,11 @@ TEST_F(QuickModeTest, PrefixProxyBesideFastcgi) {
 }
 
 TEST_F(QuickModeTest, ProxyErrorsNameTheFlag) {
-  EXPECT_EQ(build_errors({"--proxy", "https://127.0.0.1:8443"}),
+  EXPECT_EQ(build_errors({"--proxy", "https://unix:/run/app.sock:"}),
             (std::vector<std::string>{
-                "<command line>: error: --proxy: proxying to https:// back ends is not supported "
-                "('https://127.0.0.1:8443') (hint: TLS to upstreams is not supported yet; reach "
-                "the back end over http:// on a trusted network or a unix socket)"}));
+                "<command line>: error: --proxy: proxy URL 'https://unix:/run/app.sock:' asks for "
+                "TLS over a unix socket (hint: a unix socket is local: write \"http://unix:...\"; "
+                "https:// is for back ends reached over TCP)"}));
   EXPECT_EQ(build_errors({"--proxy", "http://app"}),
             (std::vector<std::string>{
                 "<command line>: error: --proxy: 'http://app' names the group 'app', but groups "

@@ -151,9 +151,8 @@ proxy_buffer = "1g"
 tunnel_timeout = 0
 )"),
             (std::vector<std::string>{
-                "8:9: proxying to https:// back ends is not supported ('https://app') (hint: TLS "
-                "to upstreams is not supported yet; reach the back end over http:// on a trusted "
-                "network or a unix socket)",
+                "8:9: proxy URL 'https://app' names upstream 'app', which speaks plain HTTP "
+                "(hint: add tls = true to the [[upstream]] at line 1, or write \"http://app\")",
                 "11:9: a path in 'proxy' needs a prefix or exact route (hint: the path replaces "
                 "the matched prefix (or exact path); use prefix = \"/dir/\", or drop the path to "
                 "pass the request path unchanged)",
