@@ -4,7 +4,7 @@ import re
 import statistics
 
 from .common import CLIENT_CPU, SERVER_CPU, log
-from .scenarios import AB_REQUESTS
+from .scenarios import AB_REQUESTS, SCENARIOS, TARGETS
 from .servers import REFERENCE_SERVERS
 
 
@@ -97,12 +97,13 @@ def print_load_table(name, sc, result, order, args):
                if other > 0.10 else f"the client on CPU {CLIENT_CPU} was the limit")
         log(f"   note: {', '.join(low)} used less than 85% of CPU {SERVER_CPU}: {why}; req/s and p99 then "
             f"measure that, not the server - compare CPU/request (inflated somewhat when the CPU is shared)")
+    target_lines(name, result, order)
     if result.get("backend"):
         log(f"   back end: {result['backend']['cmdline']}")
     if sc["length"] is None:
         sizes = {n: result["servers"][n].get("body_bytes") for n in order if "runs" in result["servers"].get(n, {})}
         log("   response body bytes: " + ", ".join(f"{n} {v}" for n, v in sizes.items()))
-    log("   wrk commands:")
+    log("   load commands:")
     for n in order:
         e = result["servers"].get(n)
         if e and "runs" in e and e["runs"]:
@@ -117,6 +118,25 @@ def print_load_table(name, sc, result, order, args):
             log(f"   {n:<{nw}} {fmt(a['complete'], '9d')} {fmt(a['keep_alive'], '10d')} {fmt(a['failed'], '7d')} "
                 f"{fmt(a['non_2xx'], '8d')} {fmt(a['rps'], '9.0f')}  {a.get('problem', '')}")
         log(f"     {with_ab[0]:<{nw}} {result['servers'][with_ab[0]]['ab']['cmd']}")
+
+
+def target_lines(name, result, order):
+    """The issue's target for Peregrine's rows: its CPU per request over the reference figure."""
+    if name not in TARGETS:
+        return
+    against, limit = TARGETS[name]
+    key = "cpu_vs_best_ref" if against == "best" else "cpu_vs_nginx"
+    what = "the best of nginx, H2O and lighttpd" if against == "best" else "nginx"
+    for n in order:
+        s = result["servers"].get(n, {}).get("summary")
+        if not n.startswith("peregrine") or not s:
+            continue
+        r = s.get(key)
+        verdict = "-" if r is None else ("met" if r <= limit else "NOT met")
+        log(f"   target {n}: CPU/request <= {limit:.1f}x {what}: {ratio(r, 0).strip()} ({verdict})")
+    bad = [n for n in order if result["servers"].get(n, {}).get("summary", {}).get("errors")]
+    if bad:
+        log(f"   ERRORS (zero expected in every row): {', '.join(bad)}")
 
 
 def print_idle_table(name, sc, result, order, args):
@@ -143,7 +163,7 @@ ROUND_METRICS = {"load": ("cpu_us_per_req", "CPU us/req"), "idle": ("kb_per_conn
 
 
 def round_metric(scenario):
-    return ROUND_METRICS["idle" if scenario == "idle10k" else "load"]
+    return ROUND_METRICS["idle" if SCENARIOS.get(scenario, {}).get("idle") else "load"]
 
 
 def across_rounds(rounds, order):
