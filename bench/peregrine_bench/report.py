@@ -150,11 +150,29 @@ def print_idle_table(name, sc, result, order, args):
         log(f"   {n:<{nw}} {fmt(s['rss_before_mb'], '10.1f')} {fmt(s['rss_after_mb'], '10.1f')} "
             f"{fmt(s['rss_delta_mb'], '9.1f')} {fmt(s['kb_per_conn'], '8.2f')} {fmt(s['ok'], '9.0f')} "
             f"{s['errors']:>7d} {fmt(s['open_seconds'], '7.2f')} {fmt(s['idle_cpu_ms_per_s'], '13.2f')}")
+    idle_target_line(name, result, order)
     for n in order:
         e = result["servers"].get(n)
         if e and e.get("runs"):
             log(f"   client: {e['runs'][0]['cmd']}  (server {n})")
             break
+
+
+def idle_target_line(name, result, order):
+    """tls_idle10k's target (issue 13): less extra RSS than nginx's for the same connections."""
+    if name != "tls_idle10k":
+        return
+    nginx = result["servers"].get("nginx", {}).get("summary", {}).get("rss_delta_mb")
+    for n in order:
+        s = result["servers"].get(n, {}).get("summary")
+        if not n.startswith("peregrine") or not s:
+            continue
+        d = s.get("rss_delta_mb")
+        verdict = "-" if d is None or nginx is None else ("met" if d < nginx else "NOT met")
+        log(f"   target {n}: extra RSS < nginx's ({fmt(nginx, '.1f')} MB): {fmt(d, '.1f')} MB ({verdict})")
+    bad = [n for n in order if result["servers"].get(n, {}).get("summary", {}).get("errors")]
+    if bad:
+        log(f"   ERRORS (zero expected in every row): {', '.join(bad)}")
 
 
 # What "across rounds" compares per scenario: CPU per request for the load scenarios (the figure

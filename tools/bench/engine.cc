@@ -155,14 +155,17 @@ struct Conn final : event::Pollable {
   enum class State : uint8_t { kClosed, kConnecting, kHandshake, kOpen };
 
   ~Conn() {
-    if (resume) SSL_SESSION_free(resume);
+    for (SSL_SESSION* session : tickets) SSL_SESSION_free(session);
   }
 
   Worker* worker = nullptr;
   int fd = -1;
   SSL* ssl = nullptr;
-  std::unique_ptr<H2Conn> h2;     // --h2 only
-  SSL_SESSION* resume = nullptr;  // --tls-resume: the last session ticket the server gave us
+  std::unique_ptr<H2Conn> h2;  // --h2 only
+  // --tls-resume: sessions the server gave this connection slot, newest last. A TLS 1.3 ticket
+  // is offered once (RFC 8446 C.4; servers with single-use tickets refuse a second use), so the
+  // two a full handshake brings last two reconnects; a TLS 1.2 session is offered until replaced.
+  std::vector<SSL_SESSION*> tickets;
   State state = State::kClosed;
   bool in_ready_list = false;  // -R: waiting for a scheduled request
   int64_t ready_since = 0;     // -R: when it joined the ready list
@@ -462,7 +465,14 @@ bool Worker::connected(Conn& c, int64_t now) {
     SSL_set_fd(c.ssl, c.fd);
     SSL_set_connect_state(c.ssl);
     SSL_set_app_data(c.ssl, &c);  // for the new-session callback (--tls-resume)
-    if (c.resume) SSL_set_session(c.ssl, c.resume);
+    if (!c.tickets.empty()) {
+      SSL_SESSION* session = c.tickets.back();
+      SSL_set_session(c.ssl, session);  // takes its own reference
+      if (SSL_SESSION_get_protocol_version(session) == TLS1_3_VERSION) {
+        c.tickets.pop_back();
+        SSL_SESSION_free(session);
+      }
+    }
     if (!sh_.target->sni.empty()) SSL_set_tlsext_host_name(c.ssl, sh_.target->sni.c_str());
     c.state = Conn::State::kHandshake;
     return handshake(c, now);
@@ -1294,13 +1304,16 @@ int Worker::H2OnFrameSent(nghttp2_session* session, const nghttp2_frame* frame, 
 
 // A request nghttp2 never sent: queued behind the server's stream limit when a GOAWAY came.
 // Not a failure; it goes back to the budget for the next connection.
-int Worker::H2OnFrameNotSent(nghttp2_session* session, const nghttp2_frame* frame, int,
-                             void* conn) {
+int Worker::H2OnFrameNotSent(nghttp2_session*, const nghttp2_frame* frame, int, void* conn) {
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  auto* s =
-      static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+  // The stream was never opened, so nghttp2 has no user data for it: find it by its id.
   Conn& c = *static_cast<Conn*>(conn);
-  if (!s || !s->in_use || s->p.sent) return 0;
+  H2Stream* s = nullptr;
+  for (int i = 0; i < c.h2->slot_count && !s; ++i) {
+    H2Stream& candidate = c.h2->slots[static_cast<size_t>(i)];
+    if (candidate.in_use && candidate.id == frame->hd.stream_id) s = &candidate;
+  }
+  if (!s || s->p.sent) return 0;
   Worker& w = *c.worker;
   ++w.stats.retried;
   w.give_back(1);
@@ -1332,8 +1345,12 @@ ssize_t Worker::H2ReadBody(nghttp2_session*, int32_t, uint8_t* buf, size_t lengt
 int OnNewSession(SSL* ssl, SSL_SESSION* session) {
   auto* c = static_cast<Conn*>(SSL_get_app_data(ssl));
   if (!c) return 0;
-  if (c->resume) SSL_SESSION_free(c->resume);
-  c->resume = session;  // ours now (returning 1 keeps the reference)
+  constexpr size_t kKept = 4;
+  if (c->tickets.size() >= kKept) {
+    SSL_SESSION_free(c->tickets.front());
+    c->tickets.erase(c->tickets.begin());
+  }
+  c->tickets.push_back(session);  // ours now (returning 1 keeps the reference)
   return 1;
 }
 
