@@ -88,12 +88,26 @@ def run_load_scenario(name, names, ctx, args):
     if backend:
         ctx["running"].append(backend)
         result["backend"] = {"name": backend.name, "cmdline": shlex.join(backend.cmd)}
+    # One server that cannot start (Peregrine built without a feature the scenario needs, a
+    # config key renamed) is reported, and the others are still measured.
+    servers = []
     try:
-        servers = start_servers(active, scen_dir, ctx["docroot"], ctx["nofile"], args,
-                                check_paths_for([name]), scenario=name, backend=backend)
+        for n in active:
+            try:
+                servers += start_servers([n], scen_dir, ctx["docroot"], ctx["nofile"], args,
+                                         check_paths_for([name]), scenario=name, backend=backend)
+            except ServerError as e:
+                result["servers"][n] = {"error": str(e)}
+                result.setdefault("server_errors", []).append(n)
+                log(f"\n*** SERVER FAILURE in scenario {name} ({n}):\n{e}")
     except BaseException:
+        for s in servers:
+            s.stop()
         stop_all(ctx)
         raise
+    if not servers:
+        stop_all(ctx)
+        return result
     ctx["running"] = servers + ctx["running"]
     try:
         for s in servers:
@@ -159,8 +173,14 @@ def run_idle_scenario(name, names, ctx, args):
         entry = {"runs": runs}
         result["servers"][n] = entry
         for i in range(args.runs):
-            servers = start_servers([n], os.path.join(ctx["tmp"], name, f"{n}-{i + 1}"), ctx["docroot"],
-                                    ctx["nofile"], args, check_paths_for([name]), scenario=name)
+            try:
+                servers = start_servers([n], os.path.join(ctx["tmp"], name, f"{n}-{i + 1}"), ctx["docroot"],
+                                        ctx["nofile"], args, check_paths_for([name]), scenario=name)
+            except ServerError as e:
+                result["servers"][n] = entry = {"error": str(e)}
+                result.setdefault("server_errors", []).append(n)
+                log(f"\n*** SERVER FAILURE in scenario {name} ({n}):\n{e}")
+                break
             ctx["running"] = servers
             try:
                 r = idle_run(servers[0], sc)
@@ -172,6 +192,8 @@ def run_idle_scenario(name, names, ctx, args):
                 f"{r['rss_after_kb'] / 1024:.1f} MB (+{r['rss_delta_mb']:.1f} MB, "
                 f"{fmt(r['kb_per_conn'], '.2f')} KB/conn), {r['ok']} ok, errors {r['errors']}, "
                 f"opened in {r['open_seconds']:.2f}s, still open {r['still_open']}")
+        if "error" in entry:
+            continue
         entry["summary"] = {
             "rss_before_mb": median([r["rss_before_kb"] / 1024 for r in runs]),
             "rss_after_mb": median([r["rss_after_kb"] / 1024 for r in runs]),
@@ -298,6 +320,8 @@ def run_round(names, ctx, args, scenarios):
             rc = 1
             continue
         scenarios[name] = res
+        if res.get("server_errors"):
+            rc = 1
         (print_idle_table if SCENARIOS[name].get("idle") else print_load_table)(name, SCENARIOS[name], res,
                                                                                  names, args)
     return rc

@@ -23,6 +23,9 @@ def table_rows(result, order, nw):
         if "skipped" in e:
             log(f"   {n:<{nw}} skipped: {e['skipped']}")
             continue
+        if "summary" not in e:
+            log(f"   {n:<{nw}} FAILED: {e.get('error', 'no figures').splitlines()[0]}")
+            continue
         yield n, e["summary"]
 
 

@@ -395,7 +395,11 @@ class TlsConfigs(unittest.TestCase):
             e["summary"] = report.summarize_load(e)
         report.ratio_fields({n: e["summary"] for n, e in res["servers"].items()}, order)
         args = types.SimpleNamespace(runs=1, duration=10, warmup=2)
-        lines = capture(report.print_load_table, "tls_small", driver.SCENARIOS["tls_small"], res, order, args)
+        res["servers"]["lighttpd"] = {"error": "lighttpd exited during start-up\nits log"}
+        lines = capture(report.print_load_table, "tls_small", driver.SCENARIOS["tls_small"], res,
+                        order + ["lighttpd"], args)
+        # a server that could not start is listed, and the others' figures are still there
+        self.assertIn("   lighttpd   FAILED: lighttpd exited during start-up", lines)
         self.assertIn("   target peregrine: CPU/request <= 0.9x the best of nginx, H2O and lighttpd: 0.90x (met)",
                       lines)
         self.assertIn("   ERRORS (zero expected in every row): h2o", lines)
