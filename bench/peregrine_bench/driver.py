@@ -15,11 +15,12 @@ import time
 from . import procs
 from .backends import PhpFpm, backend_available, start_backend
 from .common import CLIENT_CPU, CLK_TCK, REPO_DIR, SERVER_CPU, BackendError, BenchError, ServerError, log, warn
-from .load import ab_run, idle_client, idle_run, wrk_run
+from .load import ab_run, client_for, idle_client, idle_run, wrk_run
 from .procs import raise_nofile, read_file, reaper_main, run_cmd
 from .report import (across_rounds, fmt, median, name_width, print_across_rounds, print_idle_table,
                      print_load_table, ratio_fields, summarize_load)
 from .scenarios import SCENARIO_ALIASES, SCENARIO_ORDER, SCENARIOS, check_paths_for, make_docroot
+from .tls import make_certificate
 from .servers import ALL_SERVERS, DEFAULT_PEREGRINE, SERVER_CLASSES, Peregrine, peregrine_variant
 
 
@@ -30,6 +31,7 @@ def start_servers(names, scen_dir, docroot, nofile, args, check_paths, scenario=
             s = args._server_classes[n](os.path.join(scen_dir, n), docroot, nofile)
             s.scenario = scenario
             s.backend = backend
+            s.tls = args._tls
             servers.append(s)
             s.start(args, check_paths)
     except BaseException:
@@ -46,12 +48,29 @@ def stop_all(ctx):
     ctx["running"] = []
 
 
+def tools_available(name, args):
+    """(ok, reason): the load generator and the certificate a scenario needs."""
+    sc = SCENARIOS[name]
+    if sc.get("tls") and not args._tls:
+        return False, f"no TLS certificate ({args._tls_error})"
+    if sc.get("idle"):
+        return True, ""
+    kind = client_for(sc, args)
+    if kind == "h2load" and not shutil.which("h2load"):
+        return False, "h2load not found (Debian package nghttp2-client)"
+    if kind in ("pb", "peregrine-bench") and not os.access(args.peregrine_bench, os.X_OK):
+        return False, f"peregrine-bench not found at {args.peregrine_bench} (build it, or --peregrine-bench PATH)"
+    return True, ""
+
+
 def run_load_scenario(name, names, ctx, args):
     sc = SCENARIOS[name]
     result = {"description": sc["desc"], "servers": {}}
     active = []
     result["loadavg"] = " ".join((read_file("/proc/loadavg", "") or "").split()[:3])
     ok, why = backend_available(name)
+    if ok:
+        ok, why = tools_available(name, args)
     for n in names:
         if not ok:
             result["servers"][n] = {"skipped": why}
@@ -69,31 +88,53 @@ def run_load_scenario(name, names, ctx, args):
     if backend:
         ctx["running"].append(backend)
         result["backend"] = {"name": backend.name, "cmdline": shlex.join(backend.cmd)}
+    # One server that cannot start (Peregrine built without a feature the scenario needs, a
+    # config key renamed) is reported, and the others are still measured.
+    servers = []
     try:
-        servers = start_servers(active, scen_dir, ctx["docroot"], ctx["nofile"], args,
-                                check_paths_for([name]), scenario=name, backend=backend)
+        for n in active:
+            try:
+                servers += start_servers([n], scen_dir, ctx["docroot"], ctx["nofile"], args,
+                                         check_paths_for([name]), scenario=name, backend=backend)
+            except ServerError as e:
+                result["servers"][n] = {"error": str(e)}
+                result.setdefault("server_errors", []).append(n)
+                log(f"\n*** SERVER FAILURE in scenario {name} ({n}):\n{e}")
     except BaseException:
+        for s in servers:
+            s.stop()
         stop_all(ctx)
         raise
+    if not servers:
+        stop_all(ctx)
+        return result
     ctx["running"] = servers + ctx["running"]
     try:
         for s in servers:
             result["servers"][s.name] = {"runs": [], "cmdline": shlex.join(s.cmd), "port": s.port,
                                          "body_bytes": s.body_sizes.get(sc["path"])}
+            if s.tls_info:
+                result["servers"][s.name]["tls_info"] = s.tls_info
         if args.warmup > 0:
             for s in servers:
-                w = wrk_run(s, sc, args.warmup)
+                w = wrk_run(s, sc, args.warmup, args)
                 result["servers"][s.name]["warmup"] = w
                 log(f"   [{name}] {s.name:<{nw}} warm-up  {w['rps']:10.0f} req/s")
         for i in range(args.runs):
             k = i % len(servers)
             for s in servers[k:] + servers[:k]:  # rotate the order between runs
-                r = wrk_run(s, sc, args.duration)
+                r = wrk_run(s, sc, args.duration, args)
                 result["servers"][s.name]["runs"].append(r)
+                extra = ""
+                if r.get("tls"):
+                    extra += f"  TLS handshakes {r['tls']['handshakes']} ({r['tls']['resumed']} resumed)"
+                if r.get("protocol"):
+                    extra += f"  {r['protocol']}"
                 log(f"   [{name}] {s.name:<{nw}} run {i + 1}/{args.runs} {r['rps']:10.0f} req/s "
                     f"{fmt(r['cpu_us_per_req'], '7.2f')} us/req (ticks: {fmt(r['cpu_us_per_req_ticks'], '.2f')}) "
                     f"p99 {fmt(r['p99_ms'], '.2f')} ms  errors {r['errors']}  "
-                    f"srv CPU {100 * r['server_cpu_util']:.0f}%  cpu0 busy {fmt(r['cpu0_busy'] and 100 * r['cpu0_busy'], '.0f')}%")
+                    f"srv CPU {100 * r['server_cpu_util']:.0f}%  cpu0 busy {fmt(r['cpu0_busy'] and 100 * r['cpu0_busy'], '.0f')}%"
+                    + extra)
         for s in servers:
             result["servers"][s.name]["rss_kb_after"] = s.rss_kb()
             result["servers"][s.name]["processes"] = s.rss_breakdown()
@@ -119,13 +160,27 @@ def run_idle_scenario(name, names, ctx, args):
     sc = SCENARIOS[name]
     result = {"description": sc["desc"], "servers": {}}
     nw = name_width(names, 9)
+    ok, why = tools_available(name, args)
     for n in names:
+        if ok:
+            ok_n, why_n = args._server_classes[n].supports(name)
+        else:
+            ok_n, why_n = ok, why
+        if not ok_n:
+            result["servers"][n] = {"skipped": why_n}
+            continue
         runs = []
         entry = {"runs": runs}
         result["servers"][n] = entry
         for i in range(args.runs):
-            servers = start_servers([n], os.path.join(ctx["tmp"], name, f"{n}-{i + 1}"), ctx["docroot"],
-                                    ctx["nofile"], args, check_paths_for([name]))
+            try:
+                servers = start_servers([n], os.path.join(ctx["tmp"], name, f"{n}-{i + 1}"), ctx["docroot"],
+                                        ctx["nofile"], args, check_paths_for([name]), scenario=name)
+            except ServerError as e:
+                result["servers"][n] = entry = {"error": str(e)}
+                result.setdefault("server_errors", []).append(n)
+                log(f"\n*** SERVER FAILURE in scenario {name} ({n}):\n{e}")
+                break
             ctx["running"] = servers
             try:
                 r = idle_run(servers[0], sc)
@@ -137,6 +192,8 @@ def run_idle_scenario(name, names, ctx, args):
                 f"{r['rss_after_kb'] / 1024:.1f} MB (+{r['rss_delta_mb']:.1f} MB, "
                 f"{fmt(r['kb_per_conn'], '.2f')} KB/conn), {r['ok']} ok, errors {r['errors']}, "
                 f"opened in {r['open_seconds']:.2f}s, still open {r['still_open']}")
+        if "error" in entry:
+            continue
         entry["summary"] = {
             "rss_before_mb": median([r["rss_before_kb"] / 1024 for r in runs]),
             "rss_after_mb": median([r["rss_after_kb"] / 1024 for r in runs]),
@@ -190,6 +247,11 @@ def parse_args(argv):
                          "more than this is marked SLOWER (default 3)")
     ap.add_argument("--json", metavar="FILE", help="write all results (every run) as JSON to FILE")
     ap.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (configs, logs) for inspection")
+    ap.add_argument("--peregrine-bench", default=os.path.join(REPO_DIR, "build", "release", "peregrine-bench"),
+                    help="peregrine-bench binary, the load generator of tls_handshake and tls_resume "
+                         "(default: this tree's build/release/peregrine-bench)")
+    ap.add_argument("--h2-client", choices=("h2load", "peregrine-bench"),
+                    help="load generator of the h2_* scenarios (default: h2load, as in the issue)")
     ap.add_argument("--ab-timeout", type=int, default=30,
                     help="ab -s: seconds ab waits on a socket in the php_hello keep-alive check (default 30)")
     # internal: the idle10k client
@@ -199,6 +261,7 @@ def parse_args(argv):
     ap.add_argument("--_count", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--_path", help=argparse.SUPPRESS)
     ap.add_argument("--_length", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--_tls", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args._idle_client or args._reaper:
         return args
@@ -245,7 +308,7 @@ def run_round(names, ctx, args, scenarios):
         log("")
         log(f"--- scenario {name}: {SCENARIOS[name]['desc']}")
         try:
-            if name == "idle10k":
+            if SCENARIOS[name].get("idle"):
                 res = run_idle_scenario(name, names, ctx, args)
             else:
                 res = run_load_scenario(name, names, ctx, args)
@@ -257,7 +320,10 @@ def run_round(names, ctx, args, scenarios):
             rc = 1
             continue
         scenarios[name] = res
-        (print_idle_table if name == "idle10k" else print_load_table)(name, SCENARIOS[name], res, names, args)
+        if res.get("server_errors"):
+            rc = 1
+        (print_idle_table if SCENARIOS[name].get("idle") else print_load_table)(name, SCENARIOS[name], res,
+                                                                                 names, args)
     return rc
 
 
@@ -268,7 +334,7 @@ def _on_signal(signum, frame):
 def main(argv):
     args = parse_args(argv)
     if args._idle_client:
-        idle_client(args._port, args._count, args._path, args._length)
+        idle_client(args._port, args._count, args._path, args._length, tls=args._tls)
         return 0
     if args._reaper:
         reaper_main()
@@ -313,6 +379,14 @@ def main(argv):
     os.chmod(tmp, 0o755)  # servers that drop privileges must still read the docroot
     docroot = os.path.join(tmp, "www")
     make_docroot(docroot)
+    args._tls, args._tls_error = None, ""
+    if any(SCENARIOS[n].get("tls") for n in args.scenarios):
+        try:
+            args._tls = make_certificate(os.path.join(tmp, "tls"))
+            log(f"TLS: ECDSA P-256 self-signed certificate {args._tls[0]}")
+        except BenchError as e:
+            args._tls_error = str(e)
+            warn(f"TLS scenarios skipped: {e}")
     ctx = {"tmp": tmp, "docroot": docroot, "nofile": nofile, "running": []}
     results = {
         "tool": "bench/run.py",

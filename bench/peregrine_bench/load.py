@@ -1,4 +1,5 @@
-"""The load: wrk and ab runs with their output parsed, and the idle10k client."""
+"""The load: wrk, h2load, peregrine-bench and ab runs with their output parsed, and the idle10k
+client (plain or TLS)."""
 
 import errno
 import json
@@ -9,6 +10,7 @@ import shlex
 import shutil
 import socket
 import subprocess
+import ssl
 import sys
 import time
 
@@ -53,16 +55,111 @@ def parse_wrk(out):
     return r
 
 
+def url_for(port, sc):
+    scheme = "https" if sc.get("tls") else "http"
+    return f"{scheme}://127.0.0.1:{port}{sc['path']}"
+
+
 def wrk_command(port, sc, duration):
     cmd = ["taskset", "-c", CLIENT_CPU, "wrk", "-t1", f"-c{sc['conns']}", f"-d{duration}s", "--latency"]
     if sc["close"]:
         cmd += ["-H", "Connection: close"]
-    cmd.append(f"http://127.0.0.1:{port}{sc['path']}")
+    cmd.append(url_for(port, sc))
     return cmd
 
 
-def wrk_run(server, sc, duration):
-    cmd = wrk_command(server.port, sc, duration)
+def parse_h2load(out):
+    """h2load's summary: requests that succeeded count; failed, errored, timed-out requests and
+    4xx/5xx responses are errors. h2load prints no percentiles of its own."""
+    r = {}
+    m = re.search(r"finished in ([\d.]+)(\w+), ([\d.]+) req/s", out)
+    if not m:
+        raise BenchError("h2load output has no 'finished in' line:\n" + out)
+    r["wrk_seconds"] = to_ms(m.group(1) + m.group(2)) / 1e3
+    r["rps"] = float(m.group(3))
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, "
+                  r"(\d+) errored, (\d+) timeout", out)
+    if not m:
+        raise BenchError("h2load output has no 'requests:' line:\n" + out)
+    total, started, done, ok, failed, errored, timeout = map(int, m.groups())
+    r["requests"] = ok
+    m = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
+    bad_status = int(m.group(3)) + int(m.group(4)) if m else 0
+    r["p50_ms"] = r["p99_ms"] = None
+    m = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)", out)
+    r["mean_ms"] = to_ms(m.group(3)) if m else None
+    r["socket_errors"] = {"failed": failed, "errored": errored, "timeout": timeout}
+    r["non_2xx_3xx"] = bad_status
+    r["errors"] = failed + errored + timeout + bad_status
+    m = re.search(r"Application protocol: (\S+)", out)
+    r["protocol"] = m.group(1) if m else None
+    if r["protocol"] not in (None, "h2", "h2c"):
+        r["errors"] += 1  # h2load fell back to HTTP/1.1: not what this row measures
+    return r
+
+
+def h2load_command(port, sc, duration):
+    return ["taskset", "-c", CLIENT_CPU, "h2load", "-t1", "-c", str(sc["conns"]), "-m", str(sc.get("streams", 1)),
+            "-D", str(duration), url_for(port, sc)]
+
+
+def parse_pb(out):
+    """peregrine-bench --json: the same fields as wrk's, plus its TLS and HTTP/2 counters."""
+    try:
+        j = json.loads(out)
+    except ValueError:
+        raise BenchError("peregrine-bench printed no JSON report:\n" + out[-2000:])
+    pct = j.get("percentiles_ms", {})
+    r = {
+        "rps": j["requests_per_second"],
+        "requests": j["complete_requests"] - j["failed_requests"],
+        "wrk_seconds": j["time_taken_s"],
+        "p50_ms": pct.get("50"),
+        "p99_ms": pct.get("99"),
+        "socket_errors": j["failures"],
+        "non_2xx_3xx": sum(v for k, v in j["status_codes"].items() if int(k) >= 400),
+        "protocol": j.get("protocol"),
+        "tls": j.get("tls"),
+        "h2": j.get("h2"),
+        "retried": j.get("retried"),
+        "connections_opened": j.get("connections_opened"),
+    }
+    r["errors"] = j["failed_requests"] + r["non_2xx_3xx"]
+    return r
+
+
+def pb_command(pb, port, sc, duration):
+    cmd = ["taskset", "-c", CLIENT_CPU, pb, "--json", "-q", "-W", "1", "-c", str(sc["conns"]),
+           "--duration", f"{duration}s"]
+    if not sc["close"]:
+        cmd.append("-k")  # without -k each request carries Connection: close: a new connection each
+    if sc.get("resume"):
+        cmd.append("--tls-resume")
+    if sc.get("h2"):
+        cmd += ["--h2", "-m", str(sc.get("streams", 1))]
+    cmd.append(url_for(port, sc))
+    return cmd
+
+
+def client_for(sc, args):
+    """The load generator of a scenario: its own choice, or the one --h2-client picks for h2."""
+    if sc.get("h2") and getattr(args, "h2_client", None):
+        return args.h2_client
+    return sc.get("client", "wrk")
+
+
+def load_command(server, sc, duration, args):
+    kind = client_for(sc, args)
+    if kind == "h2load":
+        return h2load_command(server.port, sc, duration), parse_h2load
+    if kind in ("pb", "peregrine-bench"):
+        return pb_command(args.peregrine_bench, server.port, sc, duration), parse_pb
+    return wrk_command(server.port, sc, duration), parse_wrk
+
+
+def wrk_run(server, sc, duration, args=None):
+    """One measured run of the scenario's load generator (wrk unless the scenario says otherwise)."""
+    cmd, parse = load_command(server, sc, duration, args)
     if not server.alive():
         raise ServerError(f"{server.name} is no longer running\n" + server.diagnostics())
     cpu0 = measure.cpu_times()
@@ -73,14 +170,14 @@ def wrk_run(server, sc, duration):
     sample1 = server.cpu_sample()
     cpu1 = measure.cpu_times()
     if rc != 0:
-        raise BenchError(f"wrk failed (exit {rc}): {shlex.join(cmd)}\n{out}\n{err}")
+        raise BenchError(f"{os.path.basename(cmd[3])} failed (exit {rc}): {shlex.join(cmd)}\n{out}\n{err}")
     if not server.alive():
         raise ServerError(f"{server.name} died during: {shlex.join(cmd)}\n" + server.diagnostics())
-    r = parse_wrk(out)
+    r = parse(out)
     r["cmd"] = shlex.join(cmd)
     r.update(measure.per_request(sample0, sample1, r["requests"], w1 - w0, cpu0, cpu1))
     if err.strip():
-        r["wrk_stderr"] = err.strip()
+        r["wrk_stderr"] = err.strip()[-2000:]
     return r
 
 
@@ -129,9 +226,15 @@ def ab_run(server, sc, timeout):
 # idle10k client (runs as a separate process pinned to CPU 1: run.py --_idle-client ...)
 
 
-def idle_client(port, count, path, length, window=256, timeout=120.0):
+def idle_client(port, count, path, length, window=256, timeout=180.0, tls=False):
     raise_nofile()
     sel = selectors.DefaultSelector()
+    ctx = None
+    if tls:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ctx.set_alpn_protocols(["http/1.1"])
     req = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
            f"User-Agent: peregrine-bench-idle\r\n\r\n").encode()
     done = []
@@ -160,6 +263,8 @@ def idle_client(port, count, path, length, window=256, timeout=120.0):
                 stats["connect_failed"] += 1
                 s.close()
                 continue
+            if ctx:
+                s = ctx.wrap_socket(s, server_hostname="localhost", do_handshake_on_connect=False)
             inflight += 1
             sel.register(s, selectors.EVENT_WRITE, {"sock": s, "phase": "connect", "out": req,
                                                     "buf": bytearray()})
@@ -171,7 +276,18 @@ def idle_client(port, count, path, length, window=256, timeout=120.0):
                     if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
                         fail(st, "connect_failed")
                         continue
+                    st["phase"] = "handshake" if ctx else "send"
+                if st["phase"] == "handshake":
+                    try:
+                        s.do_handshake()
+                    except ssl.SSLWantReadError:
+                        sel.modify(s, selectors.EVENT_READ, st)
+                        continue
+                    except ssl.SSLWantWriteError:
+                        sel.modify(s, selectors.EVENT_WRITE, st)
+                        continue
                     st["phase"] = "send"
+                    sel.modify(s, selectors.EVENT_WRITE, st)
                 if st["phase"] == "send":
                     n = s.send(st["out"])
                     st["out"] = st["out"][n:]
@@ -180,7 +296,7 @@ def idle_client(port, count, path, length, window=256, timeout=120.0):
                         sel.modify(s, selectors.EVENT_READ, st)
                     continue
                 data = s.recv(65536)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
                 continue
             except OSError:
                 fail(st, "connect_failed" if st["phase"] != "recv" else "closed_early")
@@ -214,6 +330,8 @@ def idle_client(port, count, path, length, window=256, timeout=120.0):
     sys.stdin.readline()
     still = closed = 0
     for s in done:
+        if ctx:
+            s = socket.socket(fileno=os.dup(s.fileno()))  # peek at the TCP socket under TLS
         try:
             d = s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
             if d:
@@ -224,6 +342,9 @@ def idle_client(port, count, path, length, window=256, timeout=120.0):
             still += 1
         except OSError:
             closed += 1
+        finally:
+            if ctx:
+                s.close()
     print(json.dumps({"still_open": still, "closed_by_server": closed}), flush=True)
     for s in done:
         s.close()
@@ -259,7 +380,7 @@ def idle_run(server, sc):
     procs0 = server.rss_breakdown()
     cmd = ["taskset", "-c", CLIENT_CPU, sys.executable, RUN_PY, "--_idle-client",
            "--_port", str(server.port), "--_count", str(sc["conns"]), "--_path", sc["path"],
-           "--_length", str(sc["length"])]
+           "--_length", str(sc["length"])] + (["--_tls"] if sc.get("tls") else [])
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          start_new_session=True, preexec_fn=die_with_parent)
     try:

@@ -4,7 +4,7 @@ import re
 import statistics
 
 from .common import CLIENT_CPU, SERVER_CPU, log
-from .scenarios import AB_REQUESTS
+from .scenarios import AB_REQUESTS, SCENARIOS, TARGETS
 from .servers import REFERENCE_SERVERS
 
 
@@ -22,6 +22,9 @@ def table_rows(result, order, nw):
             continue
         if "skipped" in e:
             log(f"   {n:<{nw}} skipped: {e['skipped']}")
+            continue
+        if "summary" not in e:
+            log(f"   {n:<{nw}} FAILED: {e.get('error', 'no figures').splitlines()[0]}")
             continue
         yield n, e["summary"]
 
@@ -97,12 +100,13 @@ def print_load_table(name, sc, result, order, args):
                if other > 0.10 else f"the client on CPU {CLIENT_CPU} was the limit")
         log(f"   note: {', '.join(low)} used less than 85% of CPU {SERVER_CPU}: {why}; req/s and p99 then "
             f"measure that, not the server - compare CPU/request (inflated somewhat when the CPU is shared)")
+    target_lines(name, result, order)
     if result.get("backend"):
         log(f"   back end: {result['backend']['cmdline']}")
     if sc["length"] is None:
         sizes = {n: result["servers"][n].get("body_bytes") for n in order if "runs" in result["servers"].get(n, {})}
         log("   response body bytes: " + ", ".join(f"{n} {v}" for n, v in sizes.items()))
-    log("   wrk commands:")
+    log("   load commands:")
     for n in order:
         e = result["servers"].get(n)
         if e and "runs" in e and e["runs"]:
@@ -119,6 +123,25 @@ def print_load_table(name, sc, result, order, args):
         log(f"     {with_ab[0]:<{nw}} {result['servers'][with_ab[0]]['ab']['cmd']}")
 
 
+def target_lines(name, result, order):
+    """The issue's target for Peregrine's rows: its CPU per request over the reference figure."""
+    if name not in TARGETS:
+        return
+    against, limit = TARGETS[name]
+    key = "cpu_vs_best_ref" if against == "best" else "cpu_vs_nginx"
+    what = "the best of nginx, H2O and lighttpd" if against == "best" else "nginx"
+    for n in order:
+        s = result["servers"].get(n, {}).get("summary")
+        if not n.startswith("peregrine") or not s:
+            continue
+        r = s.get(key)
+        verdict = "-" if r is None else ("met" if r <= limit else "NOT met")
+        log(f"   target {n}: CPU/request <= {limit:.1f}x {what}: {ratio(r, 0).strip()} ({verdict})")
+    bad = [n for n in order if result["servers"].get(n, {}).get("summary", {}).get("errors")]
+    if bad:
+        log(f"   ERRORS (zero expected in every row): {', '.join(bad)}")
+
+
 def print_idle_table(name, sc, result, order, args):
     nw = name_width(order)
     log("")
@@ -130,11 +153,29 @@ def print_idle_table(name, sc, result, order, args):
         log(f"   {n:<{nw}} {fmt(s['rss_before_mb'], '10.1f')} {fmt(s['rss_after_mb'], '10.1f')} "
             f"{fmt(s['rss_delta_mb'], '9.1f')} {fmt(s['kb_per_conn'], '8.2f')} {fmt(s['ok'], '9.0f')} "
             f"{s['errors']:>7d} {fmt(s['open_seconds'], '7.2f')} {fmt(s['idle_cpu_ms_per_s'], '13.2f')}")
+    idle_target_line(name, result, order)
     for n in order:
         e = result["servers"].get(n)
         if e and e.get("runs"):
             log(f"   client: {e['runs'][0]['cmd']}  (server {n})")
             break
+
+
+def idle_target_line(name, result, order):
+    """tls_idle10k's target (issue 13): less extra RSS than nginx's for the same connections."""
+    if name != "tls_idle10k":
+        return
+    nginx = result["servers"].get("nginx", {}).get("summary", {}).get("rss_delta_mb")
+    for n in order:
+        s = result["servers"].get(n, {}).get("summary")
+        if not n.startswith("peregrine") or not s:
+            continue
+        d = s.get("rss_delta_mb")
+        verdict = "-" if d is None or nginx is None else ("met" if d < nginx else "NOT met")
+        log(f"   target {n}: extra RSS < nginx's ({fmt(nginx, '.1f')} MB): {fmt(d, '.1f')} MB ({verdict})")
+    bad = [n for n in order if result["servers"].get(n, {}).get("summary", {}).get("errors")]
+    if bad:
+        log(f"   ERRORS (zero expected in every row): {', '.join(bad)}")
 
 
 # What "across rounds" compares per scenario: CPU per request for the load scenarios (the figure
@@ -143,7 +184,7 @@ ROUND_METRICS = {"load": ("cpu_us_per_req", "CPU us/req"), "idle": ("kb_per_conn
 
 
 def round_metric(scenario):
-    return ROUND_METRICS["idle" if scenario == "idle10k" else "load"]
+    return ROUND_METRICS["idle" if SCENARIOS.get(scenario, {}).get("idle") else "load"]
 
 
 def across_rounds(rounds, order):

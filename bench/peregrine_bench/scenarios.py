@@ -44,8 +44,40 @@ for _c in SLOW_CONCURRENCIES:
     SCENARIOS[f"proxy_slow{_c}"] = dict(
         path="/slow", conns=_c, close=False, length=len(HELLO_BODY), expect=HELLO_BODY, backend="http",
         desc=f"reverse proxy of a back end that answers after {SLOW_BACKEND_MS} ms, {_c:,} keep-alive connections")
+# TLS and HTTP/2 (issue 13). Every server uses the same ECDSA P-256 self-signed certificate, made
+# once per run (tls.py). `client`: the load generator ("wrk", "h2load", or "pb" for
+# peregrine-bench); `h2`: HTTP/2 over TLS (ALPN) with `streams` per connection; `resume`: each new
+# connection resumes the previous one's TLS session.
+SCENARIOS.update({
+    "tls_small": dict(path="/11.txt", conns=100, close=False, length=11, tls=True, client="wrk",
+                      desc="HTTP/1.1 over TLS, 11-byte file, 100 keep-alive connections"),
+    "tls_page": dict(path="/663.html", conns=100, close=False, length=663, tls=True, client="wrk",
+                     desc="HTTP/1.1 over TLS, 663-byte page, 100 keep-alive connections"),
+    "tls_handshake": dict(path="/11.txt", conns=50, close=True, length=11, tls=True, client="pb",
+                          desc="a full TLS handshake per request (no keep-alive, no resumption), "
+                               "11-byte file, 50 connections"),
+    "tls_resume": dict(path="/11.txt", conns=50, close=True, length=11, tls=True, client="pb", resume=True,
+                       desc="a resumed TLS handshake per request (session ticket of the previous "
+                            "connection), 11-byte file, 50 connections"),
+    "h2_small": dict(path="/11.txt", conns=100, streams=10, close=False, length=11, tls=True, h2=True,
+                     client="h2load", desc="HTTP/2 over TLS, 11-byte file, 100 connections x 10 streams"),
+    "h2_page": dict(path="/663.html", conns=100, streams=10, close=False, length=663, tls=True, h2=True,
+                    client="h2load", desc="HTTP/2 over TLS, 663-byte page, 100 connections x 10 streams"),
+    "h2_php_hello": dict(path="/hello.php", conns=100, streams=10, close=False, length=len(HELLO_BODY),
+                         expect=HELLO_BODY, backend="php", tls=True, h2=True, client="h2load",
+                         desc="PHP 'hello world' through php-fpm over HTTP/2 (TLS), 100 connections x 10 "
+                              "streams"),
+    "tls_idle10k": dict(path="/11.txt", conns=IDLE_CONNECTIONS, close=False, length=11, tls=True, idle=True,
+                        desc="server RSS growth with 10,000 idle TLS keep-alive connections"),
+})
+SCENARIOS["idle10k"]["idle"] = True
 SCENARIO_ORDER = list(SCENARIOS)
-SCENARIO_ALIASES = {"proxy_slow": [f"proxy_slow{c}" for c in SLOW_CONCURRENCIES]}
+TLS_SCENARIOS = [n for n in SCENARIO_ORDER if SCENARIOS[n].get("tls")]
+SCENARIO_ALIASES = {"proxy_slow": [f"proxy_slow{c}" for c in SLOW_CONCURRENCIES], "tls": TLS_SCENARIOS}
+# The issue's targets for Peregrine (CPU per request against the best of nginx, H2O and lighttpd;
+# h2_php_hello against nginx alone).
+TARGETS = {n: ("best", 0.9) for n in TLS_SCENARIOS if n != "tls_idle10k"}
+TARGETS["h2_php_hello"] = ("nginx", 0.7)
 PHP_FPM_CHILDREN = 8
 AB_REQUESTS = 10_000
 AB_CONCURRENCY = 100

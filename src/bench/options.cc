@@ -108,6 +108,8 @@ std::string ApplyShort(char c, const std::string& v, Options& o) {
       return "";
     case 'm':
       if (v.empty()) return "-m wants a method";
+      // h2load's -m (streams per connection) when the value is a number; see parse_options.
+      if (ParseInt(v, 1, 1'000'000, n)) o.streams = static_cast<int>(n);
       for (char ch : v) {
         if (ch <= ' ' || ch >= 0x7f) return "-m wants a method token, not '" + v + "'";
       }
@@ -280,6 +282,7 @@ std::string parse_options(const std::vector<std::string>& args, Options& o) {
     i = 1;
   }
   bool only_urls = false;
+  bool streams_given = false;
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (only_urls || a.size() < 2 || a[0] != '-') {
@@ -322,6 +325,20 @@ std::string parse_options(const std::vector<std::string>& args, Options& o) {
       } else if (name == "strict-length") {
         err = no_value();
         o.strict_length = true;
+      } else if (name == "h2") {
+        err = no_value();
+        o.h2 = true;
+      } else if (name == "tls-resume") {
+        err = no_value();
+        o.tls_resume = true;
+      } else if (name == "streams") {
+        std::string v;
+        err = need_value(v);
+        int64_t n = 0;
+        if (err.empty() && !ParseInt(v, 1, 1024, n))
+          err = "--streams wants a number of streams per connection between 1 and 1024";
+        o.streams = static_cast<int>(n);
+        streams_given = true;
       } else if (name == "help") {
         o.help = true;
       } else if (name == "version") {
@@ -390,6 +407,23 @@ std::string parse_options(const std::vector<std::string>& args, Options& o) {
     return "cannot use concurrency level greater than total number of requests";
   }
   if (o.pipeline > 1) o.keep_alive = true;  // pipelining needs a connection that stays open
+  // -m is ab's method, and h2load's streams per connection: with --h2 a number means streams.
+  const bool numeric_method =
+      !o.method.empty() && o.method.find_first_not_of("0123456789") == std::string::npos;
+  if (o.h2) {
+    if (numeric_method) {
+      if (o.streams > 1024) return "-m wants a number of streams per connection up to 1024";
+      o.method.clear();
+    }
+    if (o.pipeline > 1) return "-P (pipelining) is HTTP/1.1's; with --h2 use -m N streams";
+    if (o.http10) return "--http1.0 and --h2 cannot be used together";
+    if (!o.proxy.empty()) return "-X (a proxy) is not supported with --h2";
+    if (o.rate > 0) return "-R (a constant rate) is not supported with --h2";
+    o.keep_alive = true;  // an HTTP/2 connection always stays open
+  } else {
+    if (streams_given) return "--streams is for --h2 (HTTP/1.1 uses -P to pipeline)";
+    o.streams = 1;
+  }
   return "";
 }
 
@@ -481,6 +515,64 @@ std::string build_request(const Options& o, const Url& url, std::string_view bod
   return r;
 }
 
+std::vector<std::pair<std::string, std::string>> build_h2_headers(const Options& o, const Url& url,
+                                                                  size_t body_size) {
+  std::vector<std::pair<std::string, std::string>> h;
+  const bool has_body = !o.post_file.empty() || !o.put_file.empty();
+  std::string authority = url.authority();
+  for (const std::string& line : o.headers) {
+    size_t colon = line.find(':');
+    std::string_view name(line.data(), colon);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    if (name.size() == 4 && StartsWithIgnoreCase(name, "host")) {
+      std::string_view v(line);
+      v.remove_prefix(colon + 1);
+      while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+      authority = std::string(v);
+    }
+  }
+  h.emplace_back(":method", o.effective_method());
+  h.emplace_back(":scheme", url.tls ? "https" : "http");
+  h.emplace_back(":authority", authority);
+  h.emplace_back(":path", url.path);
+  if (!HasHeader(o, "user-agent")) h.emplace_back("user-agent", "peregrine-bench/0.1");
+  if (!HasHeader(o, "accept")) h.emplace_back("accept", "*/*");
+  if (!o.cookies.empty()) {
+    std::string c;
+    for (size_t i = 0; i < o.cookies.size(); ++i) {
+      if (i) c += "; ";
+      c += o.cookies[i];
+    }
+    h.emplace_back("cookie", c);
+  }
+  if (!o.basic_auth.empty())
+    h.emplace_back("authorization", "Basic " + base64_encode(o.basic_auth));
+  if (has_body) {
+    if (!HasHeader(o, "content-type"))
+      h.emplace_back("content-type", o.content_type.empty() ? "text/plain" : o.content_type);
+    if (!HasHeader(o, "content-length"))
+      h.emplace_back("content-length", std::to_string(body_size));
+  } else if (!o.content_type.empty() && !HasHeader(o, "content-type")) {
+    h.emplace_back("content-type", o.content_type);
+  }
+  static constexpr std::string_view kConnectionSpecific[] = {
+      "host", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"};
+  for (const std::string& line : o.headers) {
+    size_t colon = line.find(':');
+    std::string name = line.substr(0, colon);
+    while (!name.empty() && name.back() == ' ') name.pop_back();
+    for (char& ch : name) ch = Lower(ch);
+    bool skip = false;
+    for (std::string_view bad : kConnectionSpecific) skip |= name == bad;
+    if (skip) continue;
+    std::string_view v(line);
+    v.remove_prefix(colon + 1);
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    h.emplace_back(std::move(name), std::string(v));
+  }
+  return h;
+}
+
 std::string usage_text() {
   return R"(Usage: peregrine-bench [options] http[s]://host[:port]/path
        peregrine-bench compare [options] URL1 URL2 ...
@@ -519,6 +611,9 @@ Our own:
     --strict-length Count responses whose length differs from the first as failed (ab's default)
     --json          Print the whole report as JSON
     --proxy-auth user:pass  Proxy credentials (ab's -P)
+    --h2            HTTP/2: ALPN "h2" on https://, prior knowledge (h2c) on http://
+    --streams N     With --h2: concurrent streams per connection (default 1); -m N is the same
+    --tls-resume    Resume the TLS session (ticket) of the previous connection on reconnects
 compare mode:
     --rounds N      Rounds of alternating runs (default 3); the table shows medians
     --plot FILE.svg Write a latency-distribution chart

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace peregrine::bench {
@@ -58,6 +59,9 @@ struct Options {
   bool http10 = false;         // --http1.0
   bool json = false;           // --json
   bool strict_length = false;  // --strict-length
+  bool h2 = false;             // --h2: HTTP/2 (ALPN "h2" on https://, prior knowledge on http://)
+  int streams = 1;             // --streams, or -m N with --h2: concurrent streams per connection
+  bool tls_resume = false;     // --tls-resume: reconnect with the session ticket of the last one
   // compare mode
   bool compare = false;
   int rounds = 3;         // --rounds
@@ -86,5 +90,12 @@ std::string base64_encode(std::string_view data);
 // The bytes of one request. `proxied`: absolute-form request target (through -X).
 std::string build_request(const Options& options, const Url& url, std::string_view body,
                           bool proxied);
+
+// The header list of one HTTP/2 request (pseudo-headers first, lower-case names), the same
+// request as build_request() makes for HTTP/1.1: -H headers (connection-specific ones, which
+// RFC 9113 8.2.2 forbids, left out; a Host header becomes :authority), cookies, credentials,
+// Content-Type and Content-Length of a body.
+std::vector<std::pair<std::string, std::string>> build_h2_headers(const Options& options,
+                                                                  const Url& url, size_t body_size);
 
 }  // namespace peregrine::bench

@@ -87,6 +87,10 @@ void RunStats::merge(const RunStats& o) {
   close_reason_http10 |= o.close_reason_http10;
   retried += o.retried;
   in_flight_at_end += o.in_flight_at_end;
+  tls_handshakes += o.tls_handshakes;
+  tls_resumed += o.tls_resumed;
+  h2_rst_stream += o.h2_rst_stream;
+  h2_goaway += o.h2_goaway;
   for (size_t i = 0; i < status.size(); ++i) status[i] += o.status[i];
   total.merge(o.total);
   connect.merge(o.connect);
@@ -233,9 +237,26 @@ std::string format_text_report(const RunInfo& info, const RunStats& s) {
              s.length_mismatch, info.document_length);
     }
   }
+  Append(o, "Protocol:               %s", info.protocol.c_str());
+  if (info.protocol.starts_with("h2"))
+    Append(o, ", %d concurrent stream%s per connection", info.streams,
+           info.streams == 1 ? "" : "s");
+  o += "\n";
   Append(o, "Connections:            %" PRIu64 " opened", s.connections_opened);
   if (info.pipeline > 1) Append(o, ", %d requests pipelined on each", info.pipeline);
   o += "\n";
+  if (!info.tls_protocol.empty()) {
+    Append(o, "TLS handshakes:         %" PRIu64 ", %" PRIu64 " of them resumed%s\n",
+           s.tls_handshakes, s.tls_resumed,
+           info.tls_resume ? " (--tls-resume)" : " (full handshakes: no --tls-resume)");
+  }
+  if (s.h2_rst_stream || s.h2_goaway) {
+    Append(o,
+           "HTTP/2 errors:          %" PRIu64
+           " RST_STREAM received (REFUSED_STREAM retried, others "
+           "failed), %" PRIu64 " GOAWAY received\n",
+           s.h2_rst_stream, s.h2_goaway);
+  }
   uint64_t server_closed = 0;
   for (uint64_t n : s.server_closes) server_closed += n;
   if (info.keep_alive && server_closed) {
@@ -249,7 +270,13 @@ std::string format_text_report(const RunInfo& info, const RunStats& s) {
              close_reason_text(static_cast<CloseReason>(i), s.close_reason_http10));
     }
   }
-  if (s.retried) {
+  if (s.retried && info.protocol.starts_with("h2")) {
+    Append(o,
+           "Retried:                %" PRIu64
+           " requests, refused unprocessed by the server (REFUSED_STREAM, or past a GOAWAY's "
+           "last stream) and sent again\n",
+           s.retried);
+  } else if (s.retried) {
     Append(o,
            "Retried:                %" PRIu64
            " requests, resent on a new connection after the server closed an idle one\n",
@@ -300,6 +327,22 @@ std::string format_json_report(const RunInfo& info, const RunStats& s) {
   Append(o, "  \"server_hostname\": %s,\n", json_escape(info.hostname).c_str());
   Append(o, "  \"server_port\": %u,\n", static_cast<unsigned>(info.port));
   Append(o, "  \"tls_protocol\": %s,\n", json_escape(info.tls_protocol).c_str());
+  Append(o, "  \"protocol\": %s,\n", json_escape(info.protocol).c_str());
+  Append(o, "  \"streams\": %d,\n", info.streams);
+  Append(o,
+         "  \"tls\": {\"handshakes\": %" PRIu64 ", \"resumed\": %" PRIu64
+         ", \"resume_requested\": %s},\n",
+         s.tls_handshakes, s.tls_resumed, info.tls_resume ? "true" : "false");
+  Append(o, "  \"h2\": {\"rst_stream\": %" PRIu64 ", \"goaway\": %" PRIu64 "},\n", s.h2_rst_stream,
+         s.h2_goaway);
+  Append(o, "  \"protocol\": %s,\n", json_escape(info.protocol).c_str());
+  Append(o, "  \"streams\": %d,\n", info.streams);
+  Append(o,
+         "  \"tls\": {\"handshakes\": %" PRIu64 ", \"resumed\": %" PRIu64
+         ", \"resume_requested\": %s},\n",
+         s.tls_handshakes, s.tls_resumed, info.tls_resume ? "true" : "false");
+  Append(o, "  \"h2\": {\"rst_stream\": %" PRIu64 ", \"goaway\": %" PRIu64 "},\n", s.h2_rst_stream,
+         s.h2_goaway);
   Append(o, "  \"document_path\": %s,\n", json_escape(info.path).c_str());
   Append(o, "  \"document_length\": %" PRId64 ",\n", info.document_length);
   Append(o, "  \"variable_length\": %s,\n", s.length_mismatch ? "true" : "false");

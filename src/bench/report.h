@@ -45,6 +45,11 @@ struct RunStats {
   bool close_reason_http10 = false;     // the kNoLength closes came from HTTP/1.0 responses
   uint64_t retried = 0;                 // requests resent after an idle keep-alive close
   uint64_t in_flight_at_end = 0;        // sent but unanswered when the time limit stopped the run
+  uint64_t tls_handshakes = 0;          // completed TLS handshakes
+  uint64_t tls_resumed = 0;             // of which resumed a session (--tls-resume)
+  uint64_t h2_rst_stream = 0;           // RST_STREAM frames received (each fails its request,
+                                        // or retries it when REFUSED_STREAM)
+  uint64_t h2_goaway = 0;               // GOAWAY frames received
   std::array<uint64_t, 1000> status{};  // by status code
   Histogram total;  // us, per request: connect (if any) to last byte (-R: from the scheduled time)
   Histogram connect;     // us, connection set-up; 0 on a reused connection
@@ -68,6 +73,9 @@ struct RunInfo {
   std::string path;
   std::string tls_protocol;  // "TLSv1.3,TLS_AES_256_GCM_SHA384" for https
   std::string tls_server_name;
+  std::string protocol = "HTTP/1.1";  // "HTTP/1.0", "HTTP/1.1", "h2" (over TLS) or "h2c"
+  int streams = 1;                    // h2: concurrent streams per connection
+  bool tls_resume = false;
   int64_t document_length = 0;  // body bytes of the first response
   int concurrency = 0;
   double elapsed_s = 0;

@@ -245,5 +245,168 @@ class CommandLine(unittest.TestCase):
                     driver.parse_args(argv)
 
 
+H2LOAD_OUT = """starting benchmark...
+spawning thread #0: 100 total client(s). Timing-based test with 0s of warm-up time and 3s of main duration for measurements.
+TLS Protocol: TLSv1.3
+Cipher: TLS_AES_256_GCM_SHA384
+Server Temp Key: X25519 253 bits
+Application protocol: h2
+Main benchmark duration is over for thread #0. Stopping all clients.
+Stopped all clients for thread #0
+
+finished in 3.08s, 8065.00 req/s, 1.03MB/s
+requests: 24195 total, 25195 started, 24195 done, 24190 succeeded, 3 failed, 1 errored, 1 timeout
+status codes: 24180 2xx, 0 3xx, 8 4xx, 2 5xx
+traffic: 3.10MB (3247030) total, 2.42MB (2540475) headers (space savings 40.00%), 259.91KB (266145) data
+                     min         max         mean         sd        +/- sd
+time for request:    11.96ms    239.62ms    102.89ms     30.08ms    82.22%
+"""
+
+PB_JSON = """{"url": "https://127.0.0.1:1/11.txt", "time_taken_s": 3.0, "complete_requests": 1500,
+ "failed_requests": 2, "failures": {"connect": 1, "read": 1, "write": 0, "timeout": 0, "protocol": 0, "length": 0},
+ "non_2xx_responses": 5, "status_codes": {"200": 1493, "404": 4, "503": 1}, "requests_per_second": 500.0,
+ "percentiles_ms": {"50": 1.5, "99": 9.25}, "protocol": "HTTP/1.1", "tls": {"handshakes": 1500, "resumed": 1450,
+ "resume_requested": true}, "h2": {"rst_stream": 0, "goaway": 0}, "retried": 0, "connections_opened": 1500}"""
+
+
+class TlsAndH2Load(unittest.TestCase):
+    def test_h2load_output(self):
+        r = load.parse_h2load(H2LOAD_OUT)
+        self.assertEqual(r["requests"], 24190)  # succeeded
+        self.assertEqual(r["rps"], 8065.0)
+        self.assertAlmostEqual(r["wrk_seconds"], 3.08)
+        self.assertEqual(r["socket_errors"], {"failed": 3, "errored": 1, "timeout": 1})
+        self.assertEqual(r["non_2xx_3xx"], 10)
+        self.assertEqual(r["errors"], 15)
+        self.assertEqual(r["protocol"], "h2")
+        self.assertAlmostEqual(r["mean_ms"], 102.89)
+        self.assertIsNone(r["p99_ms"])
+        # h2load fell back to HTTP/1.1 (the server did not select h2): an error of the row
+        r = load.parse_h2load(H2LOAD_OUT.replace("Application protocol: h2", "Application protocol: http/1.1"))
+        self.assertEqual(r["errors"], 16)
+        with self.assertRaises(BenchError):
+            load.parse_h2load("connect failed\n")
+
+    def test_peregrine_bench_json(self):
+        r = load.parse_pb(PB_JSON)
+        self.assertEqual(r["requests"], 1498)
+        self.assertEqual(r["non_2xx_3xx"], 5)
+        self.assertEqual(r["errors"], 7)
+        self.assertEqual((r["p50_ms"], r["p99_ms"]), (1.5, 9.25))
+        self.assertEqual(r["tls"]["resumed"], 1450)
+        with self.assertRaises(BenchError):
+            load.parse_pb("peregrine-bench: cannot resolve")
+
+    def test_commands(self):
+        args = types.SimpleNamespace(peregrine_bench="/pb", h2_client=None)
+        srv = types.SimpleNamespace(port=8443)
+        sc = driver.SCENARIOS["tls_resume"]
+        cmd, parse = load.load_command(srv, sc, 10, args)
+        self.assertIs(parse, load.parse_pb)
+        self.assertEqual(cmd, ["taskset", "-c", "1", "/pb", "--json", "-q", "-W", "1", "-c", "50", "--duration",
+                               "10s", "--tls-resume", "https://127.0.0.1:8443/11.txt"])
+        cmd, _ = load.load_command(srv, driver.SCENARIOS["tls_handshake"], 10, args)
+        self.assertNotIn("-k", cmd)
+        self.assertNotIn("--tls-resume", cmd)
+        cmd, parse = load.load_command(srv, driver.SCENARIOS["h2_page"], 10, args)
+        self.assertIs(parse, load.parse_h2load)
+        self.assertEqual(cmd, ["taskset", "-c", "1", "h2load", "-t1", "-c", "100", "-m", "10", "-D", "10",
+                               "https://127.0.0.1:8443/663.html"])
+        cmd, parse = load.load_command(srv, driver.SCENARIOS["tls_small"], 10, args)
+        self.assertIs(parse, load.parse_wrk)
+        self.assertEqual(cmd[-1], "https://127.0.0.1:8443/11.txt")
+        args.h2_client = "peregrine-bench"
+        cmd, parse = load.load_command(srv, driver.SCENARIOS["h2_small"], 10, args)
+        self.assertIs(parse, load.parse_pb)
+        self.assertEqual(cmd[-5:], ["-k", "--h2", "-m", "10", "https://127.0.0.1:8443/11.txt"])
+
+    def test_scenario_alias_and_options(self):
+        args = driver.parse_args(["--scenarios", "tls", "--h2-client", "peregrine-bench"])
+        self.assertEqual(args.scenarios, ["tls_small", "tls_page", "tls_handshake", "tls_resume", "h2_small",
+                                          "h2_page", "h2_php_hello", "tls_idle10k"])
+        self.assertEqual(args.h2_client, "peregrine-bench")
+        self.assertTrue(args.peregrine_bench.endswith("build/release/peregrine-bench"))
+
+
+class TlsConfigs(unittest.TestCase):
+    """Each server's generated TLS config: the same certificate, TLS 1.2 and 1.3, h2 by ALPN."""
+
+    def make(self, cls, scenario="tls_small"):
+        import tempfile
+        tmp = tempfile.mkdtemp(prefix="bench-harness-")
+        self.addCleanup(__import__("shutil").rmtree, tmp, True)
+        s = cls(tmp, "/srv/www", 20000)
+        s.port = 8443
+        s.scenario = scenario
+        s.tls = ("/c/cert.pem", "/c/key.pem")
+        args = types.SimpleNamespace(peregrine="/bin/peregrine")
+        cmd = s.make_command(args)
+        with open(s.config_path) as f:
+            return cmd, f.read()
+
+    def test_peregrine_keys_in_one_place(self):
+        _, conf = self.make(servers.Peregrine)
+        self.assertIn('listen = [{ address = "127.0.0.1:8443", tls = true }]', conf)
+        self.assertIn('[site.tls]\ncertificate = "/c/cert.pem"\nkey = "/c/key.pem"\n', conf)
+        # the site table comes after the site's own keys and before its routes (valid TOML)
+        self.assertLess(conf.index('access_log = "off"'), conf.index("[site.tls]"))
+        self.assertLess(conf.index("[site.tls]"), conf.index("[[site.route]]"))
+        import tomllib
+        parsed = tomllib.loads(conf)
+        self.assertEqual(parsed["site"][0]["tls"], {"certificate": "/c/cert.pem", "key": "/c/key.pem"})
+        self.assertEqual(parsed["listen"], [{"address": "127.0.0.1:8443", "tls": True}])
+        _, plain = self.make(servers.Peregrine, "small")
+        self.assertNotIn("tls", plain)
+
+    def test_nginx(self):
+        _, conf = self.make(servers.Nginx)
+        self.assertIn("listen 127.0.0.1:8443 ssl http2;", conf)
+        self.assertIn("ssl_certificate /c/cert.pem;", conf)
+        self.assertIn("ssl_protocols TLSv1.2 TLSv1.3;", conf)
+        self.assertNotIn("keepalive_requests", conf)
+        _, h2 = self.make(servers.Nginx, "h2_small")
+        self.assertIn("keepalive_requests 1000000000;", h2)
+        _, plain = self.make(servers.Nginx, "small")
+        self.assertIn("listen 127.0.0.1:8443;", plain)
+        self.assertNotIn("ssl", plain)
+
+    def test_h2o(self):
+        _, conf = self.make(servers.H2O)
+        self.assertIn("  port: 8443\n  ssl:\n    certificate-file: /c/cert.pem\n    key-file: /c/key.pem\n"
+                      "    minimum-version: TLSv1.2\n", conf)
+
+    def test_lighttpd(self):
+        _, conf = self.make(servers.Lighttpd)
+        self.assertIn('ssl.engine = "enable"', conf)
+        self.assertIn('ssl.pemfile = "/c/cert.pem"', conf)
+        self.assertIn('ssl.privkey = "/c/key.pem"', conf)
+        ok, why = servers.Lighttpd.supports("tls_small")
+        if not servers.Lighttpd.openssl_available():
+            self.assertFalse(ok)
+            self.assertIn("lighttpd-mod-openssl", why)
+
+    def test_target_line(self):
+        order = ["peregrine", "nginx", "h2o"]
+        res = {"servers": {n: {"runs": [dict(rps=1000.0, requests=1000, cpu_us_per_req=c, cpu_us_per_req_ticks=c,
+                                             runs_per_req=0.1, p50_ms=1.0, p99_ms=2.0, errors=e,
+                                             server_cpu_util=0.9, cpu0_busy=0.95, cmd="x")]}
+                           for n, c, e in zip(order, (9.0, 12.0, 10.0), (0, 0, 3))}, "loadavg": "0"}
+        for e in res["servers"].values():
+            e["summary"] = report.summarize_load(e)
+        report.ratio_fields({n: e["summary"] for n, e in res["servers"].items()}, order)
+        args = types.SimpleNamespace(runs=1, duration=10, warmup=2)
+        res["servers"]["lighttpd"] = {"error": "lighttpd exited during start-up\nits log"}
+        lines = capture(report.print_load_table, "tls_small", driver.SCENARIOS["tls_small"], res,
+                        order + ["lighttpd"], args)
+        # a server that could not start is listed, and the others' figures are still there
+        self.assertIn("   lighttpd   FAILED: lighttpd exited during start-up", lines)
+        self.assertIn("   target peregrine: CPU/request <= 0.9x the best of nginx, H2O and lighttpd: 0.90x (met)",
+                      lines)
+        self.assertIn("   ERRORS (zero expected in every row): h2o", lines)
+        lines = capture(report.print_load_table, "h2_php_hello", driver.SCENARIOS["h2_php_hello"], res, order,
+                        args)
+        self.assertIn("   target peregrine: CPU/request <= 0.7x nginx: 0.75x (NOT met)", lines)
+
+
 if __name__ == "__main__":
     harness.main()

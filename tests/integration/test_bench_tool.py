@@ -1,4 +1,5 @@
-"""peregrine-bench against the project's server and small Python servers written here.
+"""peregrine-bench against the project's server, nginx (TLS, HTTP/2) and small Python servers
+written here.
 
 Run: /usr/bin/python3 tests/integration/test_bench_tool.py [-v]
 Env: PEREGRINE_BENCH_BIN (the tool), PEREGRINE_BIN (the server).
@@ -510,6 +511,275 @@ class BenchToolTest(unittest.TestCase):
         rc, out, err, _ = run_bench(["--help"])
         self.assertEqual(rc, 0)
         self.assertIn("-W threads", out)
+
+
+# ------------------------------------------------------------------------------------------
+# nginx over TLS and HTTP/2: the request counts peregrine-bench reports against nginx's access
+# log, which logs each request once with its protocol and whether the TLS session was resumed.
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Nginx:
+    def __init__(self, tmp, extra_server=""):
+        self.nginx = harness.require_tool("nginx", "Debian package nginx-light", path="/usr/sbin/nginx")
+        openssl = harness.require_tool("openssl", "Debian package openssl")
+        self.tmp = tmp
+        cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+        subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                        "-nodes", "-subj", "/CN=localhost", "-days", "2", "-keyout", key, "-out", cert],
+                       check=True, capture_output=True, timeout=60)
+        root = os.path.join(tmp, "www")
+        harness.write_tree(root, {"11.txt": "hello world", "663.html": "p" * 662 + "\n"})
+        self.tls_port, self.h2c_port = free_port(), free_port()
+        self.access_log = os.path.join(tmp, "access.log")
+        user = "user root root;" if os.geteuid() == 0 else ""
+        conf = f"""
+{user}
+worker_processes 1;
+daemon off;
+error_log {tmp}/error.log;
+pid {tmp}/nginx.pid;
+events {{ worker_connections 1024; }}
+http {{
+  log_format bench '$server_protocol $status $ssl_session_reused $request_uri';
+  access_log {self.access_log} bench;
+  client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp};
+  uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
+  server {{
+    listen 127.0.0.1:{self.tls_port} ssl http2;
+    listen 127.0.0.1:{self.h2c_port} http2;
+    ssl_certificate {cert};
+    ssl_certificate_key {key};
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:SSL:1m;
+    root {root};
+    {extra_server}
+  }}
+}}
+"""
+        self.conf = os.path.join(tmp, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(conf)
+        self.proc = subprocess.Popen([self.nginx, "-p", tmp, "-c", self.conf, "-e", f"{tmp}/error.log"],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.tls_port), timeout=1).close()
+                socket.create_connection(("127.0.0.1", self.h2c_port), timeout=1).close()
+                break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"nginx did not start: {self.proc.stderr.read().decode()}\n"
+                                       + open(f"{tmp}/error.log").read())
+                time.sleep(0.05)
+
+    def url(self, path, tls=True):
+        return f"https://127.0.0.1:{self.tls_port}{path}" if tls else f"http://127.0.0.1:{self.h2c_port}{path}"
+
+    def log_lines(self):
+        # nginx writes the access log line when the request ends: give the last ones a moment.
+        time.sleep(0.2)
+        with open(self.access_log) as f:
+            lines = f.read().splitlines()
+        open(self.access_log, "w").close()
+        return [line.split() for line in lines]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class BenchTlsH2NginxTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        harness.require_tool("peregrine-bench", "built with the tree: cmake --build", path=BENCH_BIN)
+
+    def start(self, extra_server=""):
+        tmp = tempfile.mkdtemp(prefix="bench-nginx-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        n = Nginx(tmp, extra_server)
+        self.addCleanup(n.stop)
+        return n
+
+    def run_ok(self, args):
+        rc, out, err, _ = run_bench(["-q"] + args, timeout=120)
+        self.assertEqual(rc, 0, err + out)
+        return out, fields(out)
+
+    def assertLogged(self, lines, count, protocol, status="200"):
+        self.assertEqual(len(lines), count, lines[:5])
+        self.assertEqual({line[0] for line in lines}, {protocol})
+        self.assertEqual({line[1] for line in lines}, {status})
+
+    def test_https_keep_alive_new_connection_and_resumed(self):
+        n = self.start()
+        n.log_lines()
+        out, f = self.run_ok(["-k", "-n", "3000", "-c", "20", n.url("/663.html")])
+        self.assertClean(f, 3000)
+        self.assertEqual(num(f["Keep-Alive requests"]), 3000)
+        self.assertEqual(num(f["HTML transferred"]), 3000 * 663)
+        self.assertIn("ALPN http/1.1", f["SSL/TLS Protocol"])
+        self.assertIn("TLS handshakes:         20, 0 of them resumed", out)
+        self.assertLogged(n.log_lines(), 3000, "HTTP/1.1")
+
+        # Without -k: a full handshake per request, none resumed.
+        out, f = self.run_ok(["-n", "300", "-c", "10", n.url("/11.txt")])
+        self.assertClean(f, 300)
+        self.assertIn("Connections:            300 opened", out)
+        self.assertIn("TLS handshakes:         300, 0 of them resumed", out)
+        lines = n.log_lines()
+        self.assertLogged(lines, 300, "HTTP/1.1")
+        self.assertEqual({line[2] for line in lines}, {"."})  # nginx: "." = a full handshake
+
+        # --tls-resume: every connection after a connection slot's first resumes.
+        out, f = self.run_ok(["--tls-resume", "-n", "300", "-c", "10", n.url("/11.txt")])
+        self.assertClean(f, 300)
+        m = re.search(r"TLS handshakes:\s+(\d+), (\d+) of them resumed", out)
+        self.assertEqual(int(m.group(1)), 300)
+        resumed = int(m.group(2))
+        self.assertGreaterEqual(resumed, 290, out)
+        lines = n.log_lines()
+        self.assertLogged(lines, 300, "HTTP/1.1")
+        self.assertEqual(sum(1 for line in lines if line[2] == "r"), resumed)
+
+    def assertClean(self, f, complete, failed=0):
+        self.assertEqual(num(f["Complete requests"]), complete, f)
+        self.assertEqual(num(f["Failed requests"]), failed, f)
+
+    def test_h2_over_tls_and_h2c(self):
+        n = self.start()
+        n.log_lines()
+        for tls, proto in ((True, "h2"), (False, "h2c")):
+            out, f = self.run_ok(["--h2", "-m", "10", "-n", "5000", "-c", "10", n.url("/663.html", tls)])
+            self.assertClean(f, 5000)
+            self.assertEqual(num(f["Document Length"]), 663)
+            self.assertEqual(num(f["HTML transferred"]), 5000 * 663)
+            self.assertEqual(num(f["Keep-Alive requests"]), 5000)
+            self.assertIn(f"Protocol:               {proto}, 10 concurrent streams per connection", out)
+            self.assertIn("Connections:            10 opened", out)
+            self.assertIn("200: 5000", out)
+            self.assertTrue(f["Server Software"].startswith("nginx"), f)
+            if tls:
+                self.assertIn("ALPN h2", f["SSL/TLS Protocol"])
+            self.assertLogged(n.log_lines(), 5000, "HTTP/2.0")
+        # -W 2 and --json: the same counts.
+        rc, out, err, _ = run_bench(["--json", "--h2", "-m", "4", "-W", "2", "-n", "1000", "-c", "4",
+                                     n.url("/11.txt")], timeout=60)
+        j = json.loads(out)
+        self.assertEqual((j["complete_requests"], j["failed_requests"], j["protocol"], j["streams"]),
+                         (1000, 0, "h2", 4))
+        self.assertEqual(j["tls"]["handshakes"], 4)
+        self.assertEqual(len(n.log_lines()), 1000)
+
+    def test_h2_goaway_and_refused_streams_are_resent_not_failed(self):
+        # keepalive_requests: nginx ends each HTTP/2 connection with GOAWAY after 100 requests;
+        # http2_max_concurrent_streams 2: the streams beyond 2 that we open before its SETTINGS
+        # arrive are refused (RST_STREAM REFUSED_STREAM). Neither request was processed, so both
+        # are sent again; the access log shows each request exactly once.
+        n = self.start("keepalive_requests 100; http2_max_concurrent_streams 2;")
+        n.log_lines()
+        out, f = self.run_ok(["--h2", "-m", "8", "-n", "2000", "-c", "4", n.url("/11.txt")])
+        self.assertClean(f, 2000)
+        m = re.search(r"HTTP/2 errors:\s+(\d+) RST_STREAM received.*, (\d+) GOAWAY received", out)
+        self.assertIsNotNone(m, out)
+        self.assertGreater(int(m.group(1)), 0, out)
+        self.assertGreaterEqual(int(m.group(2)), 2000 // 100 - 4, out)
+        self.assertRegex(out, r"Retried:\s+\d+ requests, refused unprocessed")
+        self.assertGreater(num(f["Connections"]), 4)
+        self.assertLogged(n.log_lines(), 2000, "HTTP/2.0")
+
+    def test_h2_non_2xx_and_refusals(self):
+        n = self.start()
+        n.log_lines()
+        out, f = self.run_ok(["--h2", "-m", "5", "-n", "500", "-c", "5", n.url("/missing")])
+        self.assertClean(f, 500)
+        self.assertEqual(num(f["Non-2xx responses"]), 500)
+        self.assertIn("404: 500", out)
+        self.assertLogged(n.log_lines(), 500, "HTTP/2.0", status="404")
+        # A server that does not speak h2 on this port: every connection fails, counted once per
+        # connection attempt, and the run ends.
+        srv = RawServer(lambda head, body, i: (length_response(), False))
+        self.addCleanup(srv.close)
+        rc, out, err, _ = run_bench(["-q", "--h2", "-m", "4", "-n", "20", "-c", "2", srv.url("/")], timeout=60)
+        f = fields(out)
+        self.assertEqual(num(f["Complete requests"]), 20, out)
+        self.assertEqual(num(f["Failed requests"]), 20, out)
+
+
+class BenchH2ResetTest(unittest.TestCase):
+    """RST_STREAM with an error other than REFUSED_STREAM fails its request (and only it), from a
+    python3-h2 server that resets every fourth stream: nginx cannot be made to do that."""
+
+    def test_reset_streams_fail_their_requests(self):
+        harness.require_tool("peregrine-bench", "built with the tree: cmake --build", path=BENCH_BIN)
+        try:
+            import h2.config
+            import h2.connection
+            import h2.events
+            import h2.errors
+        except ImportError:
+            raise unittest.SkipTest("missing python3-h2 (Debian package python3-h2)")
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(16)
+        self.addCleanup(lsock.close)
+        port = lsock.getsockname()[1]
+        count = [0]
+
+        def serve(conn):
+            h = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+            h.initiate_connection()
+            conn.sendall(h.data_to_send())
+            try:
+                while True:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    for ev in h.receive_data(data):
+                        if isinstance(ev, h2.events.RequestReceived):
+                            count[0] += 1
+                            if count[0] % 4 == 0:
+                                h.reset_stream(ev.stream_id, h2.errors.ErrorCodes.INTERNAL_ERROR)
+                            else:
+                                h.send_headers(ev.stream_id, [(":status", "200"), ("content-length", "2"),
+                                                              ("server", "h2-test")])
+                                h.send_data(ev.stream_id, b"ok", end_stream=True)
+                    conn.sendall(h.data_to_send())
+            except OSError:
+                return
+            finally:
+                conn.close()
+
+        def accept():
+            while True:
+                try:
+                    c, _ = lsock.accept()
+                except OSError:
+                    return
+                threading.Thread(target=serve, args=(c,), daemon=True).start()
+        threading.Thread(target=accept, daemon=True).start()
+        rc, out, err, _ = run_bench(["-q", "--h2", "-m", "4", "-n", "400", "-c", "2",
+                                     f"http://127.0.0.1:{port}/"], timeout=60)
+        f = fields(out)
+        self.assertEqual(num(f["Complete requests"]), 400, out)
+        self.assertEqual(num(f["Failed requests"]), 100, out)
+        self.assertIn("(Connect: 0, Receive: 0, Length: 0, Exceptions: 100)", out)
+        self.assertIn("100 RST_STREAM received", out)
+        self.assertIn("200: 300", out)
+        self.assertEqual(f["Server Software"], "h2-test")
+        self.assertEqual(count[0], 400)
 
 
 if __name__ == "__main__":

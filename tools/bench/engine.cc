@@ -3,6 +3,9 @@
 // progress counter (updated every 256 responses). Each worker owns an epoll poller, a timeout
 // list, its connections, a scratch read buffer and its RunStats.
 //
+// With --h2 a connection carries an nghttp2 client session (H2Conn) and up to -m streams in
+// slots; a null H2Conn pointer is the whole cost of HTTP/2 on the HTTP/1.1 path.
+//
 // A connection holds no read buffer of its own: it reads into the worker's scratch buffer and
 // the response parser consumes bodies as they come; only an incomplete response head is copied
 // aside (`carry`). Requests are written from one shared, prebuilt buffer holding the request P+1
@@ -14,6 +17,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <nghttp2/nghttp2.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <sched.h>
@@ -105,12 +109,63 @@ struct Pending {
       false;  // queued before the connection was established: its time includes the connect
 };
 
+// One HTTP/2 request in flight on a connection.
+struct H2Stream {
+  Pending p;
+  int32_t id = 0;  // 0: not submitted to the session yet (the connection is still opening)
+  int status = 0;
+  uint64_t body = 0;
+  size_t body_sent = 0;  // of the request body (-p / -u)
+  bool in_use = false;
+};
+
+// --h2: the nghttp2 client session of one connection and its stream slots.
+struct H2Conn {
+  nghttp2_session* session = nullptr;
+  std::unique_ptr<H2Stream[]> slots;
+  std::vector<H2Stream*> free_slots;
+  int slot_count = 0;
+  std::string out;  // frames nghttp2 produced that the socket has not taken yet
+  size_t out_off = 0;
+  bool draining = false;  // GOAWAY received, or stream ids used up: no new streams here
+
+  explicit H2Conn(int streams) : slots(new H2Stream[static_cast<size_t>(streams)]) {
+    slot_count = streams;
+    reset();
+  }
+  ~H2Conn() { end_session(); }
+  void end_session() {
+    if (session) nghttp2_session_del(session);  // calls no stream-close callbacks
+    session = nullptr;
+  }
+  void reset() {
+    end_session();
+    free_slots.clear();
+    for (int i = slot_count - 1; i >= 0; --i) {
+      slots[static_cast<size_t>(i)] = H2Stream();
+      free_slots.push_back(&slots[static_cast<size_t>(i)]);
+    }
+    out.clear();
+    out_off = 0;
+    draining = false;
+  }
+};
+
 struct Conn final : event::Pollable {
   enum class State : uint8_t { kClosed, kConnecting, kHandshake, kOpen };
+
+  ~Conn() {
+    for (SSL_SESSION* session : tickets) SSL_SESSION_free(session);
+  }
 
   Worker* worker = nullptr;
   int fd = -1;
   SSL* ssl = nullptr;
+  std::unique_ptr<H2Conn> h2;  // --h2 only
+  // --tls-resume: sessions the server gave this connection slot, newest last. A TLS 1.3 ticket
+  // is offered once (RFC 8446 C.4; servers with single-use tickets refuse a second use), so the
+  // two a full handshake brings last two reconnects; a TLS 1.2 session is offered until replaced.
+  std::vector<SSL_SESSION*> tickets;
   State state = State::kClosed;
   bool in_ready_list = false;  // -R: waiting for a scheduled request
   int64_t ready_since = 0;     // -R: when it joined the ready list
@@ -147,7 +202,9 @@ class Worker {
       c.timer.conn = &c;
       c.ring.reset(new Pending[static_cast<size_t>(sh_.pipeline)]);
       c.parser.start(sh_.head_request, true);
+      if (opt_.h2) c.h2 = std::make_unique<H2Conn>(opt_.streams);
     }
+    if (opt_.h2) h2_setup();
     if (rate > 0) interval_ns_ = static_cast<int64_t>(1e9 / rate);
     batch_ = 1;
     if (!opt_.unlimited_requests()) {
@@ -156,6 +213,12 @@ class Worker {
     } else {
       batch_ = 64;
     }
+  }
+
+  ~Worker() {
+    conns_.reset();  // the sessions go before the callbacks they were made with
+    if (h2_callbacks_) nghttp2_session_callbacks_del(h2_callbacks_);
+    if (h2_option_) nghttp2_option_del(h2_option_);
   }
 
   void run();
@@ -185,6 +248,48 @@ class Worker {
   void close_conn(Conn& c);
   void after_close(Conn& c, int64_t now);
   void arm(Conn& c, int64_t now) { timeouts_.arm(c.timer, now / 1'000'000); }
+  void record_timing(const Conn& c, const Pending& p, int64_t now);
+  void capture_server(std::string_view server) {
+    captured_server_ = true;
+    std::lock_guard<std::mutex> lock(sh_.first_mutex);
+    if (!sh_.have_server) {
+      sh_.have_server = true;
+      sh_.server_software = std::string(server);
+    }
+  }
+  void count_body_length(int64_t body) {
+    int64_t doc = sh_.document_length.load(std::memory_order_relaxed);
+    if (doc < 0) {
+      if (sh_.document_length.compare_exchange_strong(doc, body, std::memory_order_relaxed))
+        doc = body;
+    }
+    if (body != doc) ++stats.length_mismatch;
+  }
+
+  // --h2
+  void h2_setup();
+  bool h2_start(Conn& c, int64_t now);
+  void h2_fill(Conn& c, int64_t now);
+  bool h2_submit(Conn& c, H2Stream& s, int64_t now);
+  bool h2_flush(Conn& c, int64_t now);
+  void h2_read(Conn& c, uint32_t readiness, int64_t now);
+  void h2_fail(Conn& c, uint64_t RunStats::*counter, int64_t now);
+  void h2_stream_closed(Conn& c, H2Stream& s, uint32_t error_code);
+  static int H2OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* conn);
+  static int H2OnHeader(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+                        size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
+                        void* conn);
+  static int H2OnData(nghttp2_session* session, uint8_t flags, int32_t stream_id,
+                      const uint8_t* data, size_t len, void* conn);
+  static int H2OnFrame(nghttp2_session* session, const nghttp2_frame* frame, void* conn);
+  static int H2OnStreamClose(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
+                             void* conn);
+  static int H2OnFrameSent(nghttp2_session* session, const nghttp2_frame* frame, void* conn);
+  static int H2OnFrameNotSent(nghttp2_session* session, const nghttp2_frame* frame, int lib_error,
+                              void* conn);
+  static ssize_t H2ReadBody(nghttp2_session* session, int32_t stream_id, uint8_t* buf,
+                            size_t length, uint32_t* data_flags, nghttp2_data_source* source,
+                            void* conn);
   void dispatch(int64_t now);
   void make_ready(Conn& c, int64_t now) {
     if (interval_ns_ && !c.in_ready_list && c.outstanding < static_cast<uint32_t>(sh_.pipeline)) {
@@ -225,6 +330,10 @@ class Worker {
   std::vector<Conn*> restart_;  // failed while opening: open again from the loop
   bool opening_ = false;
   int64_t wall_offset_us_ = 0;  // wall clock minus monotonic, for -g
+  nghttp2_session_callbacks* h2_callbacks_ = nullptr;
+  nghttp2_option* h2_option_ = nullptr;
+  std::vector<nghttp2_nv> h2_nv_;  // the request's headers, pointing into the Target
+  int64_t h2_now_ = 0;             // the time of the read whose frames the callbacks see
 };
 
 void Conn::on_ready(uint32_t readiness) {
@@ -265,6 +374,10 @@ void Worker::queue_request(Conn& c, int64_t now, int64_t intended) {
 
 // Queues as many requests as the pipeline allows and the budget has, and starts them moving.
 void Worker::fill(Conn& c, int64_t now) {
+  if (c.h2) {
+    h2_fill(c, now);
+    return;
+  }
   if (sh_.stop.load(std::memory_order_relaxed)) return;
   const auto depth = static_cast<uint32_t>(sh_.pipeline);
   while (c.outstanding < depth && take_unit()) queue_request(c, now, now);
@@ -288,10 +401,19 @@ void Worker::open(Conn& c, int64_t now) {
 void Worker::open_socket(Conn& c, int64_t now) {
   const Target& t = *sh_.target;
   c.conn_start = now;
-  for (uint32_t i = 0; i < c.outstanding; ++i) {
-    Pending& p = c.ring[(c.head + i) % static_cast<uint32_t>(sh_.pipeline)];
-    p.start = now;
-    p.fresh = true;
+  if (c.h2) {
+    for (int i = 0; i < c.h2->slot_count; ++i) {
+      H2Stream& s = c.h2->slots[static_cast<size_t>(i)];
+      if (!s.in_use) continue;
+      s.p.start = now;
+      s.p.fresh = true;
+    }
+  } else {
+    for (uint32_t i = 0; i < c.outstanding; ++i) {
+      Pending& p = c.ring[(c.head + i) % static_cast<uint32_t>(sh_.pipeline)];
+      p.start = now;
+      p.fresh = true;
+    }
   }
   c.fd = ::socket(t.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (c.fd < 0) {
@@ -301,7 +423,9 @@ void Worker::open_socket(Conn& c, int64_t now) {
   ++open_conns_;
   ++stats.connections_opened;
   c.state = Conn::State::kConnecting;
-  if (sh_.pipeline > 1 || sh_.request_len > 1200) {
+  // TLS and HTTP/2 write in pieces (a handshake flight then the request, frames): Nagle would
+  // hold the second piece for the server's delayed ACK (40 ms a resumed handshake).
+  if (sh_.pipeline > 1 || sh_.request_len > 1200 || c.h2 || t.ssl_ctx) {
     int one = 1;
     setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   }
@@ -324,7 +448,7 @@ void Worker::open_socket(Conn& c, int64_t now) {
   // wakeup. A send on a socket still connecting just says EAGAIN.
   if (r == 0) {
     connected(c, now);
-  } else if (t.ssl_ctx == nullptr) {
+  } else if (t.ssl_ctx == nullptr && !c.h2) {
     flush(c, NowNs());  // flush() marks the connection open once a send succeeds
   }
 }
@@ -340,11 +464,21 @@ bool Worker::connected(Conn& c, int64_t now) {
     }
     SSL_set_fd(c.ssl, c.fd);
     SSL_set_connect_state(c.ssl);
+    SSL_set_app_data(c.ssl, &c);  // for the new-session callback (--tls-resume)
+    if (!c.tickets.empty()) {
+      SSL_SESSION* session = c.tickets.back();
+      SSL_set_session(c.ssl, session);  // takes its own reference
+      if (SSL_SESSION_get_protocol_version(session) == TLS1_3_VERSION) {
+        c.tickets.pop_back();
+        SSL_SESSION_free(session);
+      }
+    }
     if (!sh_.target->sni.empty()) SSL_set_tlsext_host_name(c.ssl, sh_.target->sni.c_str());
     c.state = Conn::State::kHandshake;
     return handshake(c, now);
   }
   c.state = Conn::State::kOpen;
+  if (c.h2) return h2_start(c, now);
   return flush(c, now);
 }
 
@@ -354,12 +488,20 @@ bool Worker::handshake(Conn& c, int64_t now) {
   if (r == 1) {
     c.connected_at = now;  // the TLS handshake counts as connection set-up
     c.state = Conn::State::kOpen;
+    ++stats.tls_handshakes;
+    if (SSL_session_reused(c.ssl)) ++stats.tls_resumed;
     if (sh_.tls_protocol.empty()) {
       std::lock_guard<std::mutex> lock(sh_.first_mutex);
       if (sh_.tls_protocol.empty()) {
+        const unsigned char* alpn = nullptr;
+        unsigned alpn_len = 0;
+        SSL_get0_alpn_selected(c.ssl, &alpn, &alpn_len);
         sh_.tls_protocol = std::string(SSL_get_version(c.ssl)) + "," + SSL_get_cipher_name(c.ssl);
+        if (alpn_len)
+          sh_.tls_protocol += ",ALPN " + std::string(reinterpret_cast<const char*>(alpn), alpn_len);
       }
     }
+    if (c.h2) return h2_start(c, now);
     return flush(c, now);
   }
   int err = SSL_get_error(c.ssl, r);
@@ -447,10 +589,20 @@ void Worker::on_ready(Conn& c, uint32_t readiness) {
       if (c.state != Conn::State::kOpen) return;
       break;
     case Conn::State::kOpen:
+      if (c.h2) {
+        if ((readiness & event::kOut) && !h2_flush(c, now)) return;
+        break;
+      }
       if ((readiness & event::kOut) && c.write_left && !flush(c, now)) return;
       break;
   }
-  if (readiness & (event::kIn | event::kHangup)) read_all(c, readiness, now);
+  if (readiness & (event::kIn | event::kHangup)) {
+    if (c.h2) {
+      h2_read(c, readiness, now);
+    } else {
+      read_all(c, readiness, now);
+    }
+  }
 }
 
 void Worker::read_all(Conn& c, uint32_t readiness, int64_t now) {
@@ -557,39 +709,12 @@ bool Worker::complete(Conn& c, int64_t now) {
   if (h.status < 200 || h.status >= 300) ++stats.non2xx;
   stats.head_bytes += h.head_bytes + h.interim_bytes;
   stats.body_wire_bytes += c.parser.body_wire_bytes();
-  const auto body = static_cast<int64_t>(c.parser.body_bytes());
-  int64_t doc = sh_.document_length.load(std::memory_order_relaxed);
-  if (doc < 0) {
-    if (sh_.document_length.compare_exchange_strong(doc, body, std::memory_order_relaxed))
-      doc = body;
-  }
-  if (body != doc) ++stats.length_mismatch;
+  count_body_length(static_cast<int64_t>(c.parser.body_bytes()));
   const bool keep = c.parser.keep_alive();
   if (keep && opt_.keep_alive) ++stats.keep_alive_responses;
-  if (!captured_server_) {
-    captured_server_ = true;
-    std::lock_guard<std::mutex> lock(sh_.first_mutex);
-    if (!sh_.have_server) {
-      sh_.have_server = true;
-      sh_.server_software = h.server;
-    }
-  }
+  if (!captured_server_) capture_server(h.server);
   if (opt_.verbosity >= 3) log_text("LOG: Response code = " + std::to_string(h.status) + "\n");
-
-  const int64_t start = p.fresh ? c.conn_start : p.start;
-  const int64_t connect_ns = p.fresh ? c.connected_at - c.conn_start : 0;
-  const int64_t total_ns = now - (interval_ns_ ? std::min(p.intended, start) : start);
-  const int64_t wait_ns = p.first_byte && p.sent ? p.first_byte - p.sent : 0;
-  const int64_t service_ns = now - start;
-  stats.total.record(ToUs(total_ns));
-  stats.connect.record(ToUs(connect_ns));
-  stats.processing.record(ToUs(service_ns - connect_ns));
-  stats.waiting.record(ToUs(wait_ns));
-  if (gnuplot_) {
-    records.push_back({start / 1000 + wall_offset_us_, static_cast<int64_t>(ToUs(connect_ns)),
-                       static_cast<int64_t>(ToUs(service_ns - connect_ns)),
-                       static_cast<int64_t>(ToUs(total_ns)), static_cast<int64_t>(ToUs(wait_ns))});
-  }
+  record_timing(c, p, now);
 
   if (!keep) {
     if (opt_.keep_alive) {
@@ -630,6 +755,23 @@ bool Worker::complete(Conn& c, int64_t now) {
   return c.state != Conn::State::kClosed && c.generation == generation;
 }
 
+void Worker::record_timing(const Conn& c, const Pending& p, int64_t now) {
+  const int64_t start = p.fresh ? c.conn_start : p.start;
+  const int64_t connect_ns = p.fresh ? c.connected_at - c.conn_start : 0;
+  const int64_t total_ns = now - (interval_ns_ ? std::min(p.intended, start) : start);
+  const int64_t wait_ns = p.first_byte && p.sent ? p.first_byte - p.sent : 0;
+  const int64_t service_ns = now - start;
+  stats.total.record(ToUs(total_ns));
+  stats.connect.record(ToUs(connect_ns));
+  stats.processing.record(ToUs(service_ns - connect_ns));
+  stats.waiting.record(ToUs(wait_ns));
+  if (gnuplot_) {
+    records.push_back({start / 1000 + wall_offset_us_, static_cast<int64_t>(ToUs(connect_ns)),
+                       static_cast<int64_t>(ToUs(service_ns - connect_ns)),
+                       static_cast<int64_t>(ToUs(total_ns)), static_cast<int64_t>(ToUs(wait_ns))});
+  }
+}
+
 void Worker::on_eof(Conn& c, int64_t now) {
   if (c.outstanding == 0) {
     // The server closed an idle kept-alive connection.
@@ -665,6 +807,10 @@ void Worker::retry_after_idle_close(Conn& c, CloseReason reason, int64_t now) {
 // The oldest outstanding request failed; the others go back to the budget. The connection is
 // closed and, budget permitting, opened again.
 void Worker::fail(Conn& c, uint64_t RunStats::*counter, int64_t now) {
+  if (c.h2) {
+    h2_fail(c, counter, now);
+    return;
+  }
   if (c.outstanding > 0) {
     ++(stats.*counter);
     ++stats.completed;
@@ -677,7 +823,11 @@ void Worker::fail(Conn& c, uint64_t RunStats::*counter, int64_t now) {
 }
 
 void Worker::close_conn(Conn& c) {
+  if (c.h2) c.h2->reset();
   if (c.ssl) {
+    // Marked as shut down so that OpenSSL keeps the session resumable: the server closing
+    // after a `Connection: close` response is no reason to forget it.
+    SSL_set_shutdown(c.ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     SSL_free(c.ssl);
     c.ssl = nullptr;
   }
@@ -800,6 +950,410 @@ void Worker::run() {
   flush_progress();
 }
 
+// --- HTTP/2 (--h2) ---------------------------------------------------------------------------
+
+// h2load's defaults: windows of 2^30-1, so flow control never paces a benchmark.
+constexpr int32_t kH2Window = (1 << 30) - 1;
+
+void Worker::h2_setup() {
+  nghttp2_session_callbacks_new(&h2_callbacks_);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(h2_callbacks_, &H2OnBeginHeaders);
+  nghttp2_session_callbacks_set_on_header_callback(h2_callbacks_, &H2OnHeader);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(h2_callbacks_, &H2OnData);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(h2_callbacks_, &H2OnFrame);
+  nghttp2_session_callbacks_set_on_stream_close_callback(h2_callbacks_, &H2OnStreamClose);
+  nghttp2_session_callbacks_set_on_frame_send_callback(h2_callbacks_, &H2OnFrameSent);
+  nghttp2_session_callbacks_set_on_frame_not_send_callback(h2_callbacks_, &H2OnFrameNotSent);
+  nghttp2_option_new(&h2_option_);
+  // Until the server's SETTINGS say otherwise, assume it takes all our streams at once.
+  nghttp2_option_set_peer_max_concurrent_streams(h2_option_, static_cast<uint32_t>(opt_.streams));
+  for (const auto& [name, value] : sh_.target->h2_headers) {
+    nghttp2_nv nv{};
+    nv.name = reinterpret_cast<uint8_t*>(const_cast<char*>(name.data()));
+    nv.namelen = name.size();
+    nv.value = reinterpret_cast<uint8_t*>(const_cast<char*>(value.data()));
+    nv.valuelen = value.size();
+    nv.flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+    h2_nv_.push_back(nv);
+  }
+}
+
+// The connection is up (TCP, and TLS with ALPN "h2"): start the session and send the streams
+// queued while it was opening.
+bool Worker::h2_start(Conn& c, int64_t now) {
+  if (c.ssl) {
+    const unsigned char* alpn = nullptr;
+    unsigned len = 0;
+    SSL_get0_alpn_selected(c.ssl, &alpn, &len);
+    if (len != 2 || std::memcmp(alpn, "h2", 2) != 0) {
+      if (opt_.verbosity >= 2) log_text("the server did not select h2 by ALPN\n");
+      fail(c, &RunStats::fail_connect, now);
+      return false;
+    }
+  }
+  H2Conn& h = *c.h2;
+  if (nghttp2_session_client_new2(&h.session, h2_callbacks_, &c, h2_option_) != 0) {
+    h.session = nullptr;
+    fail(c, &RunStats::fail_connect, now);
+    return false;
+  }
+  const nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+                                             {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kH2Window}};
+  nghttp2_submit_settings(h.session, NGHTTP2_FLAG_NONE, settings, 2);
+  nghttp2_session_set_local_window_size(h.session, NGHTTP2_FLAG_NONE, 0, kH2Window);
+  for (int i = 0; i < h.slot_count; ++i) {
+    H2Stream& s = h.slots[static_cast<size_t>(i)];
+    if (s.in_use && s.id == 0) h2_submit(c, s, now);
+  }
+  return h2_flush(c, now);
+}
+
+bool Worker::h2_submit(Conn& c, H2Stream& s, int64_t now) {
+  nghttp2_data_provider body{};
+  body.source.ptr = &s;
+  body.read_callback = &H2ReadBody;
+  const bool has_body = !opt_.post_file.empty() || !opt_.put_file.empty();
+  const int32_t id =
+      nghttp2_submit_request(c.h2->session, nullptr, h2_nv_.data(), h2_nv_.size(),
+                             has_body && !sh_.target->body.empty() ? &body : nullptr, &s);
+  if (id < 0) {
+    // Stream ids used up (2^31 on one connection): this one goes to the next connection.
+    c.h2->draining = true;
+    s = H2Stream();
+    c.h2->free_slots.push_back(&s);
+    --c.outstanding;
+    give_back(1);
+    return false;
+  }
+  s.id = id;  // s.p.sent is set when its HEADERS frame goes out (H2OnFrameSent)
+  return true;
+}
+
+// Opens streams up to -m while the budget lasts; a connection with nothing left to do is closed,
+// and one that was told to go away (GOAWAY) is replaced by a new one.
+void Worker::h2_fill(Conn& c, int64_t now) {
+  H2Conn& h = *c.h2;
+  const auto depth = static_cast<uint32_t>(opt_.streams);
+  if (!sh_.stop.load(std::memory_order_relaxed) && !h.draining) {
+    while (c.outstanding < depth && !h.free_slots.empty() && take_unit()) {
+      H2Stream& s = *h.free_slots.back();
+      h.free_slots.pop_back();
+      s = H2Stream();
+      s.in_use = true;
+      s.p.start = s.p.intended = now;
+      s.p.fresh = c.state != Conn::State::kOpen;
+      if (c.outstanding == 0) arm(c, now);
+      ++c.outstanding;
+      if (h.session && !h2_submit(c, s, now)) break;
+    }
+  }
+  if (c.outstanding == 0) {
+    const bool replace = h.draining && c.state != Conn::State::kClosed;
+    if (c.state != Conn::State::kClosed) close_conn(c);
+    if (replace) after_close(c, now);
+    return;
+  }
+  if (c.state == Conn::State::kClosed) {
+    open(c, now);
+  } else if (c.state == Conn::State::kOpen) {
+    h2_flush(c, now);
+  }
+}
+
+// Sends what the session wants to send, many frames per write. Returns false when the
+// connection was closed.
+bool Worker::h2_flush(Conn& c, int64_t now) {
+  H2Conn& h = *c.h2;
+  if (!h.session) return true;
+  h2_now_ = now;
+  for (;;) {
+    if (h.out_off == h.out.size()) {
+      h.out.clear();
+      h.out_off = 0;
+      for (;;) {
+        const uint8_t* data = nullptr;
+        const ssize_t n = nghttp2_session_mem_send(h.session, &data);
+        if (n < 0) {
+          if (opt_.verbosity >= 2)
+            log_text(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(n)) + "\n");
+          h2_fail(c, &RunStats::fail_protocol, now);
+          return false;
+        }
+        if (n == 0) break;
+        h.out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+        if (h.out.size() >= 64 * 1024) break;
+      }
+      if (h.out.empty()) break;
+    }
+    const char* data = h.out.data() + h.out_off;
+    const size_t left = h.out.size() - h.out_off;
+    ssize_t n;
+    if (c.ssl) {
+      ERR_clear_error();
+      const int r = SSL_write(c.ssl, data, static_cast<int>(left));
+      if (r <= 0) {
+        const int err = SSL_get_error(c.ssl, r);
+        if (err == SSL_ERROR_WANT_WRITE || err == SSL_ERROR_WANT_READ) return true;
+        n = -1;
+        errno = EPIPE;
+      } else {
+        n = r;
+      }
+    } else {
+      n = ::send(c.fd, data, left, MSG_NOSIGNAL);
+    }
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (errno == EINTR) continue;
+      if (opt_.verbosity >= 2) log_text(std::string("send: ") + std::strerror(errno) + "\n");
+      h2_fail(c, &RunStats::fail_write, now);
+      return false;
+    }
+    stats.bytes_written += static_cast<uint64_t>(n);
+    h.out_off += static_cast<size_t>(n);
+  }
+  if (!nghttp2_session_want_read(h.session) && !nghttp2_session_want_write(h.session)) {
+    // The session is over (GOAWAY exchanged, or a connection error we reported): streams
+    // still open on it will not be answered.
+    if (c.outstanding > 0) {
+      h2_fail(c, &RunStats::fail_protocol, now);
+    } else {
+      close_conn(c);
+      after_close(c, now);
+    }
+    return false;
+  }
+  return true;
+}
+
+void Worker::h2_read(Conn& c, uint32_t readiness, int64_t now) {
+  char* buf = scratch_.get();
+  const uint32_t generation = c.generation;
+  h2_now_ = now;
+  for (;;) {
+    ssize_t n;
+    if (c.ssl) {
+      ERR_clear_error();
+      const int r = SSL_read(c.ssl, buf, static_cast<int>(kScratch));
+      if (r > 0) {
+        n = r;
+      } else {
+        const int err = SSL_get_error(c.ssl, r);
+        if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) break;
+        if (err == SSL_ERROR_ZERO_RETURN || (err == SSL_ERROR_SYSCALL && errno == 0)) {
+          n = 0;
+        } else {
+          n = -1;
+          if (errno == 0 || errno == EAGAIN) errno = ECONNRESET;
+        }
+      }
+    } else {
+      n = ::recv(c.fd, buf, kScratch, 0);
+    }
+    if (n > 0) {
+      stats.bytes_read += static_cast<uint64_t>(n);
+      const ssize_t r = nghttp2_session_mem_recv(c.h2->session, reinterpret_cast<uint8_t*>(buf),
+                                                 static_cast<size_t>(n));
+      if (r < 0) {
+        if (opt_.verbosity >= 2)
+          log_text(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(r)) + "\n");
+        h2_fail(c, &RunStats::fail_protocol, now);
+        return;
+      }
+      if (c.generation != generation) return;
+      if (!c.ssl && static_cast<size_t>(n) < kScratch && !(readiness & event::kHangup)) break;
+      continue;
+    }
+    if (n == 0) {
+      if (c.outstanding == 0) {
+        close_conn(c);  // an idle connection closed (after GOAWAY, or the server's idle timeout)
+        after_close(c, now);
+      } else {
+        if (opt_.verbosity >= 2) log_text("HTTP/2: the server closed the connection\n");
+        h2_fail(c, &RunStats::fail_read, now);
+      }
+      return;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    if (errno == EINTR) continue;
+    if (opt_.verbosity >= 2) log_text(std::string("recv: ") + std::strerror(errno) + "\n");
+    h2_fail(c, &RunStats::fail_read, now);
+    return;
+  }
+  // Streams may have ended: open new ones, and send what the session owes (WINDOW_UPDATE,
+  // SETTINGS and PING acknowledgements) with them.
+  h2_fill(c, now);
+}
+
+// The connection failed: every stream that was sent fails; streams not yet sent go back to the
+// budget. A connection that never answered anything counts one failure even if nothing was sent
+// (as a failed connect on HTTP/1.1), so that a dead server ends the run.
+void Worker::h2_fail(Conn& c, uint64_t RunStats::*counter, int64_t now) {
+  H2Conn& h = *c.h2;
+  uint64_t sent = 0, unsent = 0;
+  for (int i = 0; i < h.slot_count; ++i) {
+    const H2Stream& s = h.slots[static_cast<size_t>(i)];
+    if (!s.in_use) continue;
+    (s.p.sent ? sent : unsent) += 1;
+  }
+  if (sent == 0 && unsent > 0 && c.served == 0) {
+    sent = 1;
+    --unsent;
+  }
+  stats.*counter += sent;
+  stats.completed += sent;
+  for (uint64_t i = 0; i < sent; ++i) count_progress();
+  give_back(static_cast<uint32_t>(unsent));
+  c.outstanding = 0;
+  close_conn(c);
+  after_close(c, now);
+}
+
+void Worker::h2_stream_closed(Conn& c, H2Stream& s, uint32_t error_code) {
+  const int64_t now = h2_now_;
+  if (error_code == NGHTTP2_NO_ERROR && s.status != 0) {
+    ++stats.completed;
+    ++stats.responses;
+    count_progress();
+    if (s.status < 1000) ++stats.status[static_cast<size_t>(s.status)];
+    if (s.status < 200 || s.status >= 300) ++stats.non2xx;
+    count_body_length(static_cast<int64_t>(s.body));
+    ++stats.keep_alive_responses;
+    ++c.served;
+    if (opt_.verbosity >= 3) log_text("LOG: Response code = " + std::to_string(s.status) + "\n");
+    record_timing(c, s.p, now);
+  } else if (error_code == NGHTTP2_REFUSED_STREAM) {
+    // Not processed (RFC 9113 8.7): safe to send again, on this or the next connection.
+    ++stats.retried;
+    give_back(1);
+  } else {
+    if (opt_.verbosity >= 2)
+      log_text("HTTP/2: stream " + std::to_string(s.id) + " closed with " +
+               nghttp2_http2_strerror(error_code) + (s.status ? "" : " before a response") + "\n");
+    ++stats.fail_protocol;
+    ++stats.completed;
+    count_progress();
+  }
+  s = H2Stream();
+  c.h2->free_slots.push_back(&s);
+  --c.outstanding;
+  if (c.outstanding > 0) {
+    arm(c, now);
+  } else {
+    event::TimerList::disarm(c.timer);
+  }
+}
+
+int Worker::H2OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* conn) {
+  auto* s =
+      static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+  if (s && s->p.first_byte == 0) s->p.first_byte = static_cast<Conn*>(conn)->worker->h2_now_;
+  return 0;
+}
+
+int Worker::H2OnHeader(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+                       size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* conn) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  auto* s =
+      static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+  if (!s) return 0;
+  const std::string_view n(reinterpret_cast<const char*>(name), namelen);
+  const std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+  Worker& w = *static_cast<Conn*>(conn)->worker;
+  w.stats.head_bytes += namelen + valuelen + 4;  // as the header line would be in HTTP/1.1
+  if (n == ":status") {
+    int status = 0;
+    for (char ch : v) status = status * 10 + (ch - '0');  // nghttp2 checked: three digits
+    if (s->status < 200) s->status = status;              // a final status after 1xx ones
+  } else if (n == "server" && !w.captured_server_) {
+    w.capture_server(v);
+  }
+  return 0;
+}
+
+int Worker::H2OnData(nghttp2_session* session, uint8_t, int32_t stream_id, const uint8_t*,
+                     size_t len, void* conn) {
+  auto* s = static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+  if (s) s->body += len;
+  static_cast<Conn*>(conn)->worker->stats.body_wire_bytes += len;
+  return 0;
+}
+
+int Worker::H2OnFrame(nghttp2_session*, const nghttp2_frame* frame, void* conn) {
+  Conn& c = *static_cast<Conn*>(conn);
+  if (frame->hd.type == NGHTTP2_RST_STREAM) {
+    ++c.worker->stats.h2_rst_stream;
+  } else if (frame->hd.type == NGHTTP2_GOAWAY) {
+    ++c.worker->stats.h2_goaway;
+    c.h2->draining = true;
+    if (c.worker->opt_.verbosity >= 2)
+      c.worker->log_text(std::string("HTTP/2: GOAWAY ") +
+                         nghttp2_http2_strerror(frame->goaway.error_code) + ", last stream " +
+                         std::to_string(frame->goaway.last_stream_id) + "\n");
+  }
+  return 0;
+}
+
+int Worker::H2OnFrameSent(nghttp2_session* session, const nghttp2_frame* frame, void* conn) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  auto* s =
+      static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+  if (s && s->in_use) s->p.sent = static_cast<Conn*>(conn)->worker->h2_now_;
+  return 0;
+}
+
+// A request nghttp2 never sent: queued behind the server's stream limit when a GOAWAY came.
+// Not a failure; it goes back to the budget for the next connection.
+int Worker::H2OnFrameNotSent(nghttp2_session*, const nghttp2_frame* frame, int, void* conn) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  // The stream was never opened, so nghttp2 has no user data for it: find it by its id.
+  Conn& c = *static_cast<Conn*>(conn);
+  H2Stream* s = nullptr;
+  for (int i = 0; i < c.h2->slot_count && !s; ++i) {
+    H2Stream& candidate = c.h2->slots[static_cast<size_t>(i)];
+    if (candidate.in_use && candidate.id == frame->hd.stream_id) s = &candidate;
+  }
+  if (!s || s->p.sent) return 0;
+  Worker& w = *c.worker;
+  ++w.stats.retried;
+  w.give_back(1);
+  *s = H2Stream();
+  c.h2->free_slots.push_back(s);
+  if (--c.outstanding == 0) event::TimerList::disarm(c.timer);
+  return 0;
+}
+
+int Worker::H2OnStreamClose(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
+                            void* conn) {
+  auto* s = static_cast<H2Stream*>(nghttp2_session_get_stream_user_data(session, stream_id));
+  Conn& c = *static_cast<Conn*>(conn);
+  if (s && s->in_use) c.worker->h2_stream_closed(c, *s, error_code);
+  return 0;
+}
+
+ssize_t Worker::H2ReadBody(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
+                           uint32_t* data_flags, nghttp2_data_source* source, void* conn) {
+  auto& s = *static_cast<H2Stream*>(source->ptr);
+  const std::string& body = static_cast<Conn*>(conn)->worker->sh_.target->body;
+  const size_t n = std::min(length, body.size() - s.body_sent);
+  std::memcpy(buf, body.data() + s.body_sent, n);
+  s.body_sent += n;
+  if (s.body_sent == body.size()) *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+  return static_cast<ssize_t>(n);
+}
+
+int OnNewSession(SSL* ssl, SSL_SESSION* session) {
+  auto* c = static_cast<Conn*>(SSL_get_app_data(ssl));
+  if (!c) return 0;
+  constexpr size_t kKept = 4;
+  if (c->tickets.size() >= kKept) {
+    SSL_SESSION_free(c->tickets.front());
+    c->tickets.erase(c->tickets.begin());
+  }
+  c->tickets.push_back(session);  // ours now (returning 1 keeps the reference)
+  return 1;
+}
+
 }  // namespace
 
 void install_interrupt_handler() {
@@ -882,6 +1436,8 @@ std::string prepare_target(const Options& o, const std::string& url_text, Target
   }
   t.body_size = body.size();
   t.request = build_request(o, t.url, body, t.proxied);
+  if (o.h2) t.h2_headers = build_h2_headers(o, t.url, body.size());
+  t.body = std::move(body);
   if (t.url.tls) {
     OPENSSL_init_ssl(0, nullptr);
     t.ssl_ctx = SSL_CTX_new(TLS_client_method());
@@ -890,6 +1446,19 @@ std::string prepare_target(const Options& o, const std::string& url_text, Target
                        nullptr);  // a load generator, as ab: no verification
     SSL_CTX_set_mode(t.ssl_ctx,
                      SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    static const unsigned char kAlpnH2[] = {2, 'h', '2'};
+    static const unsigned char kAlpnHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+    if (o.h2) {
+      SSL_CTX_set_alpn_protos(t.ssl_ctx, kAlpnH2, sizeof kAlpnH2);
+    } else if (!o.http10) {
+      SSL_CTX_set_alpn_protos(t.ssl_ctx, kAlpnHttp11, sizeof kAlpnHttp11);
+    }
+    if (o.tls_resume) {
+      // Each connection keeps the last ticket it was given and offers it when it reconnects.
+      SSL_CTX_set_session_cache_mode(t.ssl_ctx,
+                                     SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+      SSL_CTX_sess_set_new_cb(t.ssl_ctx, &OnNewSession);
+    }
     in6_addr a6;
     in_addr a4;
     if (!t.url.ipv6_literal && inet_pton(AF_INET, t.url.host.c_str(), &a4) != 1 &&
@@ -1001,6 +1570,9 @@ void run_load(const Options& o, const Target& t, bool progress, RunOutput& out) 
   info.path = t.url.path;
   info.tls_protocol = sh.tls_protocol;
   info.tls_server_name = t.sni;
+  info.protocol = o.h2 ? (t.url.tls ? "h2" : "h2c") : (o.http10 ? "HTTP/1.0" : "HTTP/1.1");
+  info.streams = o.h2 ? o.streams : 1;
+  info.tls_resume = o.tls_resume;
   info.document_length = std::max<int64_t>(0, sh.document_length.load());
   info.concurrency = o.concurrency;
   info.elapsed_s = static_cast<double>(end - start) / 1e9;

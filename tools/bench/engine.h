@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/options.h"
@@ -25,7 +26,9 @@ struct Target {
   std::string connect_host;  // what we connect to: the URL's host or the proxy's
   uint16_t connect_port = 0;
   std::string request;  // one request, body included
+  std::string body;     // -p / -u: the body alone (HTTP/2 sends it in DATA frames)
   uint64_t body_size = 0;
+  std::vector<std::pair<std::string, std::string>> h2_headers;  // --h2: the request's headers
   SSL_CTX* ssl_ctx = nullptr;
   std::string sni;  // empty for IP literals
   sockaddr_storage bind_addr{};

@@ -189,5 +189,105 @@ TEST(BenchOptions, RequestBytes) {
   EXPECT_EQ(o.effective_method(), "PURGE");
 }
 
+TEST(BenchOptions, H2StreamsFromDashMLikeH2load) {
+  Options o;
+  ASSERT_EQ(Parse({"--h2", "-m", "10", "-c", "100", "-n", "1000", "https://h/"}, o), "");
+  EXPECT_TRUE(o.h2);
+  EXPECT_EQ(o.streams, 10);
+  EXPECT_EQ(o.effective_method(), "GET");  // the number was streams, not a method
+  EXPECT_TRUE(o.keep_alive);               // an HTTP/2 connection stays open
+  // The same with -m before --h2, and with --streams.
+  ASSERT_EQ(Parse({"-m10", "--h2", "http://h/"}, o), "");
+  EXPECT_EQ(o.streams, 10);
+  ASSERT_EQ(Parse({"--h2", "--streams", "7", "http://h/"}, o), "");
+  EXPECT_EQ(o.streams, 7);
+}
+
+TEST(BenchOptions, DashMStaysAbsMethod) {
+  Options o;
+  ASSERT_EQ(Parse({"--h2", "-m", "POST", "http://h/"}, o), "");
+  EXPECT_EQ(o.effective_method(), "POST");
+  EXPECT_EQ(o.streams, 1);
+  ASSERT_EQ(Parse({"-m", "PURGE", "http://h/"}, o), "");
+  EXPECT_EQ(o.effective_method(), "PURGE");
+  EXPECT_FALSE(o.h2);
+}
+
+TEST(BenchOptions, H2RefusesWhatItCannotDo) {
+  Options o;
+  EXPECT_NE(Parse({"--h2", "-P", "4", "http://h/"}, o), "");
+  EXPECT_NE(Parse({"--h2", "--http1.0", "http://h/"}, o), "");
+  EXPECT_NE(Parse({"--h2", "-X", "p:3128", "http://h/"}, o), "");
+  EXPECT_NE(Parse({"--h2", "-R", "100", "http://h/"}, o), "");
+  EXPECT_NE(Parse({"--h2", "--streams", "0", "http://h/"}, o), "");
+  EXPECT_NE(Parse({"--h2", "-m", "5000", "http://h/"}, o), "");
+  EXPECT_NE(Parse({"--streams", "4", "http://h/"}, o), "");  // HTTP/1.1 pipelines with -P
+  EXPECT_NE(Parse({"--h2=yes", "http://h/"}, o), "");
+}
+
+TEST(BenchOptions, TlsResume) {
+  Options o;
+  ASSERT_EQ(Parse({"--tls-resume", "-n", "10", "https://h/"}, o), "");
+  EXPECT_TRUE(o.tls_resume);
+  EXPECT_FALSE(o.keep_alive);  // a new connection per request: what resumption is for
+}
+
+TEST(BenchOptions, H2HeadersMatchTheHttp1Request) {
+  Options o;
+  ASSERT_EQ(Parse({"--h2",
+                   "-H",
+                   "Host: other.test",
+                   "-H",
+                   "Connection: keep-alive",
+                   "-H",
+                   "X-Trace: a b",
+                   "-H",
+                   "Transfer-Encoding: chunked",
+                   "-C",
+                   "a=1",
+                   "-C",
+                   "b=2",
+                   "-A",
+                   "u:p",
+                   "-p",
+                   "body.txt",
+                   "-T",
+                   "application/json",
+                   "https://h.test:8443/x?y=1"},
+                  o),
+            "");
+  Url url;
+  ASSERT_EQ(parse_url(o.urls[0], url), "");
+  auto h = build_h2_headers(o, url, 42);
+  std::vector<std::pair<std::string, std::string>> want = {
+      {":method", "POST"},
+      {":scheme", "https"},
+      {":authority", "other.test"},
+      {":path", "/x?y=1"},
+      {"user-agent", "peregrine-bench/0.1"},
+      {"accept", "*/*"},
+      {"cookie", "a=1; b=2"},
+      {"authorization", "Basic dTpw"},
+      {"content-type", "application/json"},
+      {"content-length", "42"},
+      {"x-trace", "a b"},
+  };
+  EXPECT_EQ(h, want);
+}
+
+TEST(BenchOptions, H2HeadersDefaultAuthorityAndScheme) {
+  Options o;
+  ASSERT_EQ(Parse({"--h2", "http://127.0.0.1:8080/11.txt"}, o), "");
+  Url url;
+  ASSERT_EQ(parse_url(o.urls[0], url), "");
+  auto h = build_h2_headers(o, url, 0);
+  ASSERT_GE(h.size(), 4u);
+  EXPECT_EQ(h[0], (std::pair<std::string, std::string>{":method", "GET"}));
+  EXPECT_EQ(h[1], (std::pair<std::string, std::string>{":scheme", "http"}));
+  EXPECT_EQ(h[2], (std::pair<std::string, std::string>{":authority", "127.0.0.1:8080"}));
+  EXPECT_EQ(h[3], (std::pair<std::string, std::string>{":path", "/11.txt"}));
+  for (const auto& [name, value] : h) EXPECT_NE(name, "content-length");
+}
+
 }  // namespace
 }  // namespace peregrine::bench

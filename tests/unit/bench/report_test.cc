@@ -195,5 +195,74 @@ TEST(BenchCompare, Summarize) {
   EXPECT_DOUBLE_EQ(s.client_cpu_us_per_request, 2000);
 }
 
+TEST(BenchReport, H2ReportHasTheSameFieldsAndSaysTheProtocol) {
+  RunInfo i = Info();
+  i.protocol = "h2";
+  i.streams = 10;
+  i.tls_protocol = "TLSv1.3,TLS_AES_256_GCM_SHA384,ALPN h2";
+  RunStats s = Stats();
+  s.tls_handshakes = 20;
+  s.h2_rst_stream = 2;
+  s.h2_goaway = 1;
+  s.retried = 3;
+  s.fail_protocol = 2;
+  s.completed += 2;
+  std::string h1 = format_text_report(Info(), Stats());
+  std::string h2 = format_text_report(i, s);
+  // Every ab field of the HTTP/1.1 report is in the HTTP/2 one.
+  for (const char* field :
+       {"Complete requests:", "Failed requests:", "Keep-Alive requests:", "Total transferred:",
+        "HTML transferred:", "Requests per second:", "Time per request:", "Transfer rate:",
+        "Connection Times (ms)", "Latency (ms):", "Status codes:", "Failures by kind:"}) {
+    EXPECT_NE(h1.find(field), std::string::npos) << field;
+    EXPECT_NE(h2.find(field), std::string::npos) << field;
+  }
+  EXPECT_NE(h2.find("Failed requests:        2\n"), std::string::npos) << h2;
+  EXPECT_NE(h2.find("Protocol:               h2, 10 concurrent streams per connection\n"),
+            std::string::npos)
+      << h2;
+  EXPECT_NE(h2.find("TLS handshakes:         20, 0 of them resumed"), std::string::npos) << h2;
+  EXPECT_NE(h2.find("2 RST_STREAM received"), std::string::npos) << h2;
+  EXPECT_NE(h2.find("1 GOAWAY received"), std::string::npos) << h2;
+  EXPECT_NE(h2.find("Retried:                3 requests, refused unprocessed"), std::string::npos)
+      << h2;
+  EXPECT_NE(h1.find("Protocol:               HTTP/1.1\n"), std::string::npos);
+  EXPECT_EQ(h1.find("TLS handshakes"), std::string::npos);  // plain http
+  EXPECT_EQ(h1.find("HTTP/2 errors"), std::string::npos);
+}
+
+TEST(BenchReport, JsonCarriesProtocolTlsAndH2Counters) {
+  RunInfo i = Info();
+  i.protocol = "h2c";
+  i.streams = 4;
+  i.tls_resume = true;
+  RunStats s = Stats();
+  s.tls_handshakes = 7;
+  s.tls_resumed = 6;
+  s.h2_rst_stream = 1;
+  s.h2_goaway = 2;
+  std::string j = format_json_report(i, s);
+  EXPECT_NE(j.find("\"protocol\": \"h2c\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"streams\": 4"), std::string::npos);
+  EXPECT_NE(j.find("\"tls\": {\"handshakes\": 7, \"resumed\": 6, \"resume_requested\": true}"),
+            std::string::npos)
+      << j;
+  EXPECT_NE(j.find("\"h2\": {\"rst_stream\": 1, \"goaway\": 2}"), std::string::npos) << j;
+}
+
+TEST(BenchReport, MergeAddsTlsAndH2Counters) {
+  RunStats a, b;
+  a.tls_handshakes = 1;
+  b.tls_handshakes = 2;
+  b.tls_resumed = 2;
+  a.h2_rst_stream = 3;
+  b.h2_goaway = 4;
+  a.merge(b);
+  EXPECT_EQ(a.tls_handshakes, 3u);
+  EXPECT_EQ(a.tls_resumed, 2u);
+  EXPECT_EQ(a.h2_rst_stream, 3u);
+  EXPECT_EQ(a.h2_goaway, 4u);
+}
+
 }  // namespace
 }  // namespace peregrine::bench
