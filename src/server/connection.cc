@@ -116,7 +116,10 @@ bool Connection::start_tls() {
   // ALPN "h2" stays off until HTTP/2 is glued in (see continue_handshake): pass listener_.http2.
   if (contexts) tls_ = contexts->accept(fd_, /*offer_h2=*/false);
   if (!tls_) {
-    LOG_ERROR("cannot start TLS on a connection (no TLS context or out of memory)");
+    // No context: a reload removed TLS from this listener's configuration (the listener keeps
+    // its options until a restart, and the reload said so); or out of memory.
+    LOG_DEBUG("cannot start TLS on a connection: %s",
+              contexts ? "out of memory" : "the configuration has no TLS listener any more");
     close_now();
     return false;
   }

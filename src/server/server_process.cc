@@ -677,9 +677,13 @@ void ServerProcess::reload() {
   const config::Config& next = *result.config;
   bool same_listen = next.listen.size() == config_->listen.size();
   for (size_t i = 0; same_listen && i < next.listen.size(); ++i)
-    same_listen = next.listen[i].text == config_->listen[i].text;
+    same_listen = next.listen[i].text == config_->listen[i].text &&
+                  next.listen[i].tls == config_->listen[i].tls &&
+                  next.listen[i].http2 == config_->listen[i].http2;
   if (!same_listen)
-    LOG_WARN("reload: listen addresses changed; restart or upgrade (SIGUSR2) to apply that part");
+    LOG_WARN(
+        "reload: listen addresses (or their tls/http2) changed; restart or upgrade (SIGUSR2) to "
+        "apply that part");
   if (worker_count(next) != worker_count(*config_))
     LOG_WARN("reload: worker count changed; restart or upgrade (SIGUSR2) to apply that part");
   if (next.error_log != config_->error_log) {
