@@ -39,7 +39,8 @@ enum class Option {
   kUser,
   kFastcgi,
   kProxy,
-  kMaxBody
+  kMaxBody,
+  kCompress
 };
 
 struct OptionSpec {
@@ -56,7 +57,7 @@ constexpr OptionSpec kLongOptions[] = {
     {"pid-file", Option::kPidFile, true},   {"error-log", Option::kErrorLog, true},
     {"log-level", Option::kLogLevel, true}, {"user", Option::kUser, true},
     {"fastcgi", Option::kFastcgi, true},    {"proxy", Option::kProxy, true},
-    {"max-body", Option::kMaxBody, true},
+    {"max-body", Option::kMaxBody, true},   {"compress", Option::kCompress, false},
 };
 
 const OptionSpec* find_long(std::string_view name) {
@@ -85,7 +86,7 @@ const OptionSpec* find_short(char c) {
 std::string apply(Option option, std::string_view shown, const std::string& value,
                   CommandLine* cli) {
   if (value.empty() && option != Option::kHelp && option != Option::kVersion &&
-      option != Option::kTest) {
+      option != Option::kTest && option != Option::kCompress) {
     return "option '" + std::string(shown) + "' needs a non-empty value";
   }
   switch (option) {
@@ -97,6 +98,9 @@ std::string apply(Option option, std::string_view shown, const std::string& valu
       break;
     case Option::kTest:
       cli->test_only = true;
+      break;
+    case Option::kCompress:
+      cli->compress = true;
       break;
     case Option::kConfig:
       cli->config_file = value;
@@ -467,6 +471,8 @@ std::string usage() {
                            larger ones get 413. Default 1m, and 64m with --fastcgi, so that
                            WordPress uploads reach PHP and php.ini's post_max_size and
                            upload_max_filesize decide (guides raise them to 64M)
+      --compress           compress responses on the fly (br, zstd, gzip) with the defaults
+                           of compress = true in a file
   -h, --help               show this help and exit
   -v, --version            show the version and exit
 
@@ -503,6 +509,11 @@ LoadResult build_config(const CommandLine& cli) {
         result.errors.push_back(
             cli_error("--proxy cannot be combined with -c",
                       "add a route with proxy = \"URL\" to a [[site]] of " + cli.config_file));
+      }
+      if (cli.compress) {
+        result.errors.push_back(
+            cli_error("--compress cannot be combined with -c",
+                      "set compress = true in a [[site]] of " + cli.config_file));
       }
       if (!cli.max_body.empty()) {
         result.errors.push_back(cli_error(
@@ -550,6 +561,7 @@ LoadResult build_config(const CommandLine& cli) {
     site.is_default = true;
     site.pos = here;
     site.access_log = AccessLog{AccessLogFormat::kCombined, "stdout"};
+    site.compress.enabled = cli.compress;  // --compress: gzip, brotli and zstd with the defaults
 
     QuickProxy proxy = parse_proxy_options(cli, config.get(), &result.errors);
     if (proxy.catch_all && !cli.fastcgi.empty()) {

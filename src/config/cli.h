@@ -24,6 +24,7 @@ struct CommandLine {
   std::string user;                                       // --user NAME
   std::string fastcgi;             // --fastcgi ADDR: every path to php-fpm (needs --root)
   std::vector<std::string> proxy;  // --proxy URL | --proxy /prefix/=URL (repeatable)
+  bool compress = false;           // --compress: on-the-fly compression with the defaults
   std::string max_body;            // --max-body SIZE: limits.max_body_bytes ("" = the default)
 };
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "compress/options.h"
 #include "core/log.h"
 #include "core/regex.h"
 
@@ -213,6 +214,7 @@ struct Route {
   FastcgiOptions fastcgi;
   ProxyOptions proxy;
   std::vector<std::string> methods;  // allowed methods; empty = the handler's default
+  compress::Options compress;        // the site's, overridden by the route's `compress`
   SourcePos pos;
 };
 
@@ -223,6 +225,7 @@ struct Site {
   std::vector<Route> routes;   // first match wins, in declared order
   std::map<int, std::string> error_pages;  // status -> path under the site root
   AccessLog access_log;
+  compress::Options compress;  // on-the-fly compression, inherited by the site's routes
   SourcePos pos;
 };
 

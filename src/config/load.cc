@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "compress/config.h"
 #include "config/config.h"
 #include "config/listen_address.h"
 #include "config/reader.h"
@@ -66,6 +67,7 @@ const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "access_log",
                                                  "access_log_format",
                                                  "error_pages",
+                                                 "compress",
                                                  "route"};
 const std::vector<std::string_view> kMatchKeys = {"exact", "prefix", "extension", "regex"};
 
@@ -286,6 +288,9 @@ bool read_route(RouteContext& context, const toml::table& table, Route* route) {
   // its root, its index and the static files it serves itself.
   static_files::read_route_options(context, table, handler,
                                    matches.empty() ? std::string_view() : matches[0].first, route);
+  route->compress = context.site.compress;
+  if (const toml::node* node = table.get("compress"))
+    compress::read_options(reader, *node, "site.route.compress", &route->compress);
 
   if (const toml::node* node = table.get("methods")) {
     std::vector<std::pair<std::string, const toml::node*>> methods;
@@ -522,7 +527,8 @@ class Loader {
           address.backlog = static_cast<int>(value);
         }
       }
-      if (const toml::node* tls = table->get("tls")) reader_.read_bool(*tls, "listen.tls", &address.tls);
+      if (const toml::node* tls = table->get("tls"))
+        reader_.read_bool(*tls, "listen.tls", &address.tls);
       address.http2 = address.tls;
       if (const toml::node* http2 = table->get("http2"))
         reader_.read_bool(*http2, "listen.http2", &address.http2);
@@ -663,6 +669,8 @@ class Loader {
     }
     for (std::string_view key : static_files::option_keys())
       static_files::read_option(reader_, table, key, "site.", &site.static_files);
+    if (const toml::node* node = table.get("compress"))
+      compress::read_options(reader_, *node, "site.compress", &site.compress);
 
     if (const toml::node* node = table.get("access_log")) {
       std::string value;

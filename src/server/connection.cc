@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "compress/compress.h"
 #include "core/log.h"
 #include "core/spares.h"
 #include "core/strings.h"
@@ -46,6 +47,8 @@ struct InFlight final : event::Disposable, RecycledAllocation<InFlight> {
   bool body_allowed = true;      // false for HEAD, 1xx, 204, 304: body bytes are dropped
   bool tunnel = false;           // after a 101: raw bytes both ways
   bool notify_writable = false;  // send_body() said kFull
+  // The exchange's Downstream when the route compresses (compress/compress.h).
+  compress::StreamSlot compress;
 };
 
 namespace {
@@ -293,6 +296,7 @@ void Connection::answer(Request& request, const Selection& selection) {
   response.clear();
   if (selection.route) {
     selection.route->handler->handle(request, response);
+    compress::maybe_compress(request, response, selection.route->config->compress);
   } else {
     response.set_status(selection.status);
     if (!selection.allow.empty()) response.add_header("Allow", selection.allow);
@@ -652,7 +656,8 @@ void Connection::start_exchange(Request& request, const Selection& selection) {
     queue_scratch_output();
     if (state_ == State::kClosed) return;
   }
-  Exchange* exchange = selection.route->stream->start(f.request, *this);
+  Exchange* exchange = selection.route->stream->start(
+      f.request, f.compress.wrap(*this, f.request, selection.route->config->compress));
   // start() may have answered at once (respond/fail), ending the exchange already.
   if (state_ == State::kExchange && flight_) flight_->exchange = exchange;
 }
