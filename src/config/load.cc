@@ -734,6 +734,7 @@ class Loader {
       route.match = MatchKind::kPrefix;
       route.pattern = "/";
       route.static_files = site.static_files;
+      route.compress = site.compress;
       route.pos = site.pos;
       if (route.static_files.root.empty() && table.get("root") == nullptr) {
         reader_.error(site.pos, "site has neither a 'root' nor any [[site.route]]",
