@@ -84,9 +84,7 @@ void CompressingDownstream::respond(Response& response) {
 bool CompressingDownstream::send_head(Response& head, int64_t content_length) {
   const RequestFacts rq = read_request(request_);
   const Coding coding = negotiate_for(rq, options_);
-  int64_t length = content_length;
-  if (length < 0 && head.body_length() > 0) length = -1;
-  HeadFacts facts = read_head(request_, head, length);
+  HeadFacts facts = read_head(request_, head, content_length);
   facts.facts.range_request = rq.range;
   const Verdict verdict = decide(facts.facts, options_, coding);
   if (verdict == Verdict::kNever) return client_.send_head(head, content_length);
