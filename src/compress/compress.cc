@@ -38,8 +38,7 @@ Coding negotiate_for(const RequestFacts& rq, const Options& options) {
 
 }  // namespace
 
-void maybe_compress(const Request& request, Response& response, const Options& options) {
-  if (!options.enabled) return;
+void compress_response(const Request& request, Response& response, const Options& options) {
   const int status = response.status();
   // Cheap refusals first: most responses that are not candidates stop here.
   if (status < 200 || status == 204 || status == 206 || status == 304) return;

@@ -28,7 +28,11 @@ namespace peregrine::compress {
 // Compresses a complete response in place when the options, the request and the response allow
 // it; adds Vary: Accept-Encoding when the answer depended on Accept-Encoding. Bodies sent from a
 // file (sendfile regions) are left alone: the static handler has already chosen for those.
-void maybe_compress(const Request& request, Response& response, const Options& options);
+void compress_response(const Request& request, Response& response, const Options& options);
+// Inline so that a route without compression pays one branch, not a call.
+inline void maybe_compress(const Request& request, Response& response, const Options& options) {
+  if (options.enabled) compress_response(request, response, options);
+}
 
 class CompressingDownstream final : public handlers::Downstream,
                                     public RecycledAllocation<CompressingDownstream> {

@@ -321,17 +321,17 @@ Ref<Variant> StaticHandler::variant_for(const CachedFile& file, compress::Coding
   if (Ref<Variant> found = variants_.find(key, file.size, file.mtime_ns)) return found;
   if (file.size > kMaxVariantSource || file.size > variants_.max_bytes()) return {};
   std::string_view source;
+  std::string read;  // once per file and coding: not worth a kept buffer
   if (file.inline_content) {
     source = file.content;
   } else {
-    if (!file.file || !read_file(file.file->fd(), file.size, scratch_)) return {};
-    source = scratch_;
+    if (!file.file || !read_file(file.file->fd(), file.size, read)) return {};
+    source = read;
   }
   Ref<Variant> v(new Variant);
   v->source_size = file.size;
   v->source_mtime_ns = file.mtime_ns;
   if (!compress::compress_all(coding, key.level, source, &v->body)) return {};
-  if (file.size > 64 * 1024) std::string().swap(scratch_);
   variant_etag(file.etag, coding, v->etag);
   std::string& h = v->headers;
   h.append("Content-Type: ").append(file.content_type).append("\r\n");

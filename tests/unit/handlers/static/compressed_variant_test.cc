@@ -168,6 +168,20 @@ TEST_F(CompressedVariantTest, AChangedFileGetsAFreshVariant) {
   EXPECT_NE(header_of(after, "ETag"), etag_before);
 }
 
+TEST_F(CompressedVariantTest, FilesSentWithSendfileAreCompressedUpToALimit) {
+  const std::string big = page_like(300 * 1024);  // beyond the in-memory file limit
+  write("big.html", big);
+  write("huge.html", page_like(5 * 1024 * 1024));  // beyond the variant limit
+  SetUpHandler();
+  const Response r = get("/big.html", {{"Accept-Encoding", "zstd"}});
+  EXPECT_EQ(header_of(r, "Content-Encoding"), "zstd");
+  EXPECT_EQ(compress::test_support::unzstd(body_of(r)), big);
+  const Response huge = get("/huge.html", {{"Accept-Encoding", "zstd"}});
+  EXPECT_EQ(header_of(huge, "Content-Encoding"), "");
+  EXPECT_EQ(header_of(huge, "Vary"), "Accept-Encoding");
+  EXPECT_EQ(huge.body_length(), 5u * 1024 * 1024);
+}
+
 TEST_F(CompressedVariantTest, OffMeansNoVaryAndNoVariants) {
   compress_.enabled = false;
   SetUpHandler();
