@@ -290,6 +290,16 @@ for ($i = 0; $i < 6; $i++) {
         big = self.expected_big(700_000)
         self.check_all_codings(srv.port, "/big.php?size=700000", big, "chunked")
 
+    def test_static_files_of_a_php_route_get_cached_variants(self):
+        # WordPress's CSS and JS reach the PHP route's own static handler (try_files).
+        routes = (f'\n[[site.route]]\nprefix = "/"\nfastcgi = {q(self.fpm.address)}\n'
+                  f'try_files = ["$uri", "/index.php?$args"]\ncompress = true\n')
+        srv = self.start_config(make_config(self.root, routes=routes))
+        self.check_all_codings(srv.port, "/page.html", self.page, "length")
+        with RawClient(srv.port) as c:
+            resp = c.request("GET", "/page.html", {"Accept-Encoding": "gzip"})
+        self.assertTrue(resp.header("etag").endswith('-gzip"'), resp.headers)
+
     def test_http10_client_gets_a_close_delimited_compressed_body(self):
         srv = self.start('{ types = ["application/octet-stream"] }')
         with RawClient(srv.port) as c:
