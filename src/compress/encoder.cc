@@ -257,6 +257,9 @@ bool level_valid(Coding coding, int level) {
 
 struct Pool {
   static constexpr size_t kKeep = 16;  // idle encoders kept per thread
+  // The block cache must outlive the pooled encoders that free into it at thread exit:
+  // thread_locals are destroyed in reverse order of construction, so build it first.
+  Pool() { block_cache(); }
   std::vector<std::unique_ptr<Encoder>> idle;
 };
 
