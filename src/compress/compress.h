@@ -63,9 +63,14 @@ class CompressingDownstream final : public handlers::Downstream,
 // request, so the decorator lives exactly as long as the exchange may call it.
 class StreamSlot {
  public:
+  // The Downstream to give the exchange. A recycled owner (an HTTP/2 stream) calls it for each
+  // request: the previous request's decorator, if any, goes now.
   handlers::Downstream& wrap(handlers::Downstream& client, const Request& request,
                              const Options& options) {
-    if (!options.enabled) return client;
+    if (!options.enabled) {
+      if (downstream_) downstream_.reset();
+      return client;
+    }
     downstream_ = std::make_unique<CompressingDownstream>(client, request, options);
     return *downstream_;
   }
