@@ -48,7 +48,8 @@ enum class Option {
   kFastcgiConns,
   kTlsCert,
   kTlsKey,
-  kTlsSelfSigned
+  kTlsSelfSigned,
+  kCompress
 };
 
 struct OptionSpec {
@@ -77,6 +78,7 @@ constexpr OptionSpec kLongOptions[] = {
     {"tls-cert", Option::kTlsCert, true},
     {"tls-key", Option::kTlsKey, true},
     {"tls-self-signed", Option::kTlsSelfSigned, false},
+    {"compress", Option::kCompress, false},
 };
 
 const OptionSpec* find_long(std::string_view name) {
@@ -105,7 +107,7 @@ const OptionSpec* find_short(char c) {
 std::string apply(Option option, std::string_view shown, const std::string& value,
                   CommandLine* cli) {
   if (value.empty() && option != Option::kHelp && option != Option::kVersion &&
-      option != Option::kTest && option != Option::kTlsSelfSigned) {
+      option != Option::kTest && option != Option::kTlsSelfSigned && option != Option::kCompress) {
     return "option '" + std::string(shown) + "' needs a non-empty value";
   }
   switch (option) {
@@ -117,6 +119,9 @@ std::string apply(Option option, std::string_view shown, const std::string& valu
       break;
     case Option::kTest:
       cli->test_only = true;
+      break;
+    case Option::kCompress:
+      cli->compress = true;
       break;
     case Option::kConfig:
       cli->config_file = value;
@@ -623,6 +628,8 @@ std::string usage() {
                            larger ones get 413. Default 1m, and 64m with --fastcgi, so that
                            WordPress uploads reach PHP and php.ini's post_max_size and
                            upload_max_filesize decide (guides raise them to 64M)
+      --compress           compress responses on the fly (br, zstd, gzip) with the defaults
+                           of compress = true in a file
   -h, --help               show this help and exit
   -v, --version            show the version and exit
 
@@ -673,6 +680,11 @@ LoadResult build_config(const CommandLine& cli) {
                       "{ certificate = \"...\", key = \"...\" } in " +
                           cli.config_file));
       }
+      if (cli.compress) {
+        result.errors.push_back(
+            cli_error("--compress cannot be combined with -c",
+                      "set compress = true in a [[site]] of " + cli.config_file));
+      }
       if (!cli.max_body.empty()) {
         result.errors.push_back(cli_error(
             "--max-body cannot be combined with -c",
@@ -720,6 +732,7 @@ LoadResult build_config(const CommandLine& cli) {
     site.is_default = true;
     site.pos = here;
     site.access_log = AccessLog{AccessLogFormat::kCombined, "stdout"};
+    site.compress.enabled = cli.compress;  // --compress: gzip, brotli and zstd with the defaults
 
     QuickProxy proxy = parse_proxy_options(cli, config.get(), &result.errors);
     if (proxy.catch_all && !cli.fastcgi.empty()) {

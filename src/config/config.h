@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "compress/options.h"
 #include "core/log.h"
 #include "core/regex.h"
 
@@ -231,6 +232,7 @@ struct Route {
   FastcgiOptions fastcgi;
   ProxyOptions proxy;
   std::vector<std::string> methods;  // allowed methods; empty = the handler's default
+  compress::Options compress;        // the site's, overridden by the route's `compress`
   SourcePos pos;
 };
 
@@ -276,6 +278,7 @@ struct Site {
   std::map<int, std::string> error_pages;  // status -> path under the site root
   AccessLog access_log;
   SiteTls tls;
+  compress::Options compress;  // on-the-fly compression, inherited by the site's routes
   SourcePos pos;
 };
 

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "compress/config.h"
 #include "config/config.h"
 #include "config/listen_address.h"
 #include "config/reader.h"
@@ -68,6 +69,7 @@ const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "access_log_format",
                                                  "error_pages",
                                                  "tls",
+                                                 "compress",
                                                  "route"};
 const std::vector<std::string_view> kMatchKeys = {"exact", "prefix", "extension", "regex"};
 
@@ -288,6 +290,9 @@ bool read_route(RouteContext& context, const toml::table& table, Route* route) {
   // its root, its index and the static files it serves itself.
   static_files::read_route_options(context, table, handler,
                                    matches.empty() ? std::string_view() : matches[0].first, route);
+  route->compress = context.site.compress;
+  if (const toml::node* node = table.get("compress"))
+    compress::read_options(reader, *node, "site.route.compress", &route->compress);
 
   if (const toml::node* node = table.get("methods")) {
     std::vector<std::pair<std::string, const toml::node*>> methods;
@@ -676,6 +681,8 @@ class Loader {
     }
     for (std::string_view key : static_files::option_keys())
       static_files::read_option(reader_, table, key, "site.", &site.static_files);
+    if (const toml::node* node = table.get("compress"))
+      compress::read_options(reader_, *node, "site.compress", &site.compress);
 
     if (const toml::node* node = table.get("access_log")) {
       std::string value;
@@ -740,6 +747,7 @@ class Loader {
       route.match = MatchKind::kPrefix;
       route.pattern = "/";
       route.static_files = site.static_files;
+      route.compress = site.compress;
       route.pos = site.pos;
       if (route.static_files.root.empty() && table.get("root") == nullptr) {
         reader_.error(site.pos, "site has neither a 'root' nor any [[site.route]]",

@@ -32,6 +32,7 @@ const std::vector<std::string_view>& route_keys() {
       if (key == "root") keys.push_back("alias");
     }
     keys.push_back("methods");
+    keys.push_back("compress");
     for (const RouteHandlerReader& handler : handlers.subspan(1)) {
       keys.insert(keys.end(), handler.keys->begin(), handler.keys->end());
     }

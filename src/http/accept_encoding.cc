@@ -23,10 +23,12 @@ int parse_qvalue(std::string_view q) {
 
 }  // namespace
 
-AcceptedEncodings parse_accept_encoding(std::string_view value) {
+CodingWeights parse_coding_weights(std::string_view value) {
   // Highest weight seen per coding, -1 = not listed.
   int q_br = -1;
   int q_gzip = -1;
+  int q_zstd = -1;
+  int q_identity = -1;
   int q_star = -1;
 
   size_t pos = 0;
@@ -65,15 +67,29 @@ AcceptedEncodings parse_accept_encoding(std::string_view value) {
       slot = &q_br;
     } else if (ascii_iequals(coding, "gzip") || ascii_iequals(coding, "x-gzip")) {
       slot = &q_gzip;
+    } else if (ascii_iequals(coding, "zstd")) {
+      slot = &q_zstd;
+    } else if (ascii_iequals(coding, "identity")) {
+      slot = &q_identity;
     } else if (coding == "*") {
       slot = &q_star;
     }
     if (slot != nullptr && q > *slot) *slot = q;
   }
 
+  CodingWeights result;
+  result.br = q_br >= 0 ? q_br : q_star;
+  result.gzip = q_gzip >= 0 ? q_gzip : q_star;
+  result.zstd = q_zstd >= 0 ? q_zstd : q_star;
+  result.identity = q_identity >= 0 ? q_identity : (q_star == 0 ? 0 : -1);
+  return result;
+}
+
+AcceptedEncodings parse_accept_encoding(std::string_view value) {
+  const CodingWeights weights = parse_coding_weights(value);
   AcceptedEncodings result;
-  result.br = (q_br >= 0 ? q_br : q_star) > 0;
-  result.gzip = (q_gzip >= 0 ? q_gzip : q_star) > 0;
+  result.br = weights.br > 0;
+  result.gzip = weights.gzip > 0;
   return result;
 }
 

@@ -22,4 +22,16 @@ struct AcceptedEncodings {
 // calling this with "" gives the conservative answer (identity only).
 AcceptedEncodings parse_accept_encoding(std::string_view value);
 
+// The weight (in thousandths, 0..1000) the client gives each coding we can produce, by the same
+// rules; -1 where the coding is neither listed nor covered by "*". `identity` is its weight when
+// listed by name, 0 when "*;q=0" excludes it, else -1: acceptable by default (RFC 9110 12.5.3)
+// but never preferred to a coding the client listed.
+struct CodingWeights {
+  int gzip = -1;
+  int br = -1;
+  int zstd = -1;
+  int identity = -1;
+};
+CodingWeights parse_coding_weights(std::string_view value);
+
 }  // namespace peregrine::http

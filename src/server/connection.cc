@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "compress/compress.h"
 #include "core/log.h"
 #include "core/spares.h"
 #include "core/strings.h"
@@ -46,6 +47,8 @@ struct InFlight final : event::Disposable, RecycledAllocation<InFlight> {
   bool body_allowed = true;      // false for HEAD, 1xx, 204, 304: body bytes are dropped
   bool tunnel = false;           // after a 101: raw bytes both ways
   bool notify_writable = false;  // send_body() said kFull
+  // The exchange's Downstream when the route compresses (compress/compress.h).
+  compress::StreamSlot compress;
 };
 
 namespace {
@@ -113,8 +116,7 @@ void Connection::start() {
 // client (the connection is then registered) or failed (closed).
 bool Connection::start_tls() {
   const tls::ServerContexts* contexts = worker_.routes().tls();
-  // ALPN "h2" stays off until HTTP/2 is glued in (see continue_handshake): pass listener_.http2.
-  if (contexts) tls_ = contexts->accept(fd_, /*offer_h2=*/false);
+  if (contexts) tls_ = contexts->accept(fd_, /*offer_h2=*/listener_.http2);
   if (!tls_) {
     // No context: a reload removed TLS from this listener's configuration (the listener keeps
     // its options until a restart, and the reload said so); or out of memory.
@@ -131,8 +133,10 @@ bool Connection::continue_handshake() {
   switch (tls_->handshake()) {
     case tls::Stream::Progress::kDone:
       handshake_routes_ = Ref<RouteTable>();
-      // ==== HTTP/2 glue point ====
-      // if (tls_->alpn() == "h2") { hand fd_ and tls_ to the HTTP/2 connection; return false; }
+      if (tls_->alpn() == "h2") {  // offered only on listeners with http2
+        hand_over_http2();
+        return false;
+      }
       return true;
     case tls::Stream::Progress::kWantIo:
       // A client that never finishes its handshake gets the header timeout, like a slow head.
@@ -273,8 +277,9 @@ void Connection::process() {
 
 bool Connection::process_head() {
   if (start_ == end_) return false;
-  if (requests_ == 0 && listener_.http2 && start_ == 0) {
-    // h2c with prior knowledge (RFC 9113 3.3): the client preface instead of a request.
+  if (requests_ == 0 && listener_.http2 && !listener_.tls && start_ == 0) {
+    // h2c with prior knowledge (RFC 9113 3.3): the client preface instead of a request. (Over
+    // TLS, ALPN decides: see continue_handshake.)
     constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
     const size_t have = std::min<size_t>(end_, kPreface.size());
     if (std::memcmp(buffer_, kPreface.data(), have) == 0) {
@@ -354,6 +359,7 @@ void Connection::answer(Request& request, const Selection& selection) {
   response.clear();
   if (selection.route) {
     selection.route->handler->handle(request, response);
+    compress::maybe_compress(request, response, selection.route->config->compress);
   } else {
     response.set_status(selection.status);
     if (!selection.allow.empty()) response.add_header("Allow", selection.allow);
@@ -672,17 +678,18 @@ void Connection::drain() {
   if (state_ == State::kHead && start_ == end_ && !pending_) close_now();
 }
 
-// The socket, and what was read from it, go to an Http2Connection; this object is freed.
+// The socket, its TLS session (ALPN "h2") and what was read from it (h2c's preface) go to an
+// Http2Connection; this object is freed.
 void Connection::hand_over_http2() {
   const int fd = fd_;
   fd_ = -1;
   state_ = State::kClosed;
   event::TimerList::disarm(timer);
   if (registered_) worker_.poller().remove(fd);  // the new connection registers it again
-  std::string_view bytes(buffer_ + start_, end_ - start_);
+  std::string_view bytes = buffer_ ? std::string_view(buffer_ + start_, end_ - start_) : "";
   start_ = end_;
   worker_.close_connection(this);
-  worker_.start_http2(fd, &peer_.sa, peer_len_, bytes, listener_);
+  worker_.start_http2(fd, &peer_.sa, peer_len_, bytes, listener_, std::move(tls_));
   release_buffer();
 }
 
@@ -737,7 +744,8 @@ void Connection::start_exchange(Request& request, const Selection& selection) {
     queue_scratch_output();
     if (state_ == State::kClosed) return;
   }
-  Exchange* exchange = selection.route->stream->start(f.request, *this);
+  Exchange* exchange = selection.route->stream->start(
+      f.request, f.compress.wrap(*this, f.request, selection.route->config->compress));
   // start() may have answered at once (respond/fail), ending the exchange already.
   if (state_ == State::kExchange && flight_) flight_->exchange = exchange;
 }

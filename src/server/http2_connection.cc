@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "compress/compress.h"
 #include "core/log.h"
 #include "core/spares.h"
 #include "event/deferred.h"
@@ -68,9 +69,10 @@ class Http2Stream final : public Downstream {
   Request request;
   Ref<RouteTable> routes;  // keeps the site, route and handler alive across a reload
   Selection selection;
-  bool handling = false;      // routed: a handler runs or waits for the body
-  bool request_done = false;  // END_STREAM received
-  bool answered = false;      // a response (head) was submitted
+  compress::StreamSlot compress;  // the exchange's Downstream when the route compresses
+  bool handling = false;          // routed: a handler runs or waits for the body
+  bool request_done = false;      // END_STREAM received
+  bool answered = false;          // a response (head) was submitted
   bool keep_body = false;
   bool body_refused = false;  // 413 sent: further DATA is dropped
   bool server_reset = false;  // we reset it for the back end's failure, not the client's error
@@ -435,8 +437,8 @@ const nghttp2_option* options() {
 // ------------------------------------------------------------------------------
 
 Http2Connection::Http2Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len,
-                                 const ListenerOptions& listener)
-    : worker_(worker), listener_(listener), fd_(fd) {
+                                 const ListenerOptions& listener, std::unique_ptr<tls::Stream> tls)
+    : worker_(worker), listener_(listener), fd_(fd), tls_(std::move(tls)) {
   timer.owner = this;
   peer_len_ = std::min<socklen_t>(peer_len, sizeof peer_);
   std::memcpy(&peer_, peer, peer_len_);
@@ -447,11 +449,11 @@ Http2Connection::~Http2Connection() {
 }
 
 ssize_t Http2Connection::read_some(char* buffer, size_t size) {
-  return ::recv(fd_, buffer, size, 0);
+  return tls_ ? tls_->read(buffer, size) : ::recv(fd_, buffer, size, 0);
 }
 
 ssize_t Http2Connection::write_some(const char* data, size_t size) {
-  return ::send(fd_, data, size, MSG_NOSIGNAL);
+  return tls_ ? tls_->write(data, size) : ::send(fd_, data, size, MSG_NOSIGNAL);
 }
 
 void Http2Connection::start(std::string_view already_read) {
@@ -544,7 +546,9 @@ void Http2Connection::on_readable() {
         ok = false;
         break;
       }
-      if (static_cast<size_t>(n) < capacity && !hangup_seen_) break;
+      // A short plain read means the socket is drained (edge-triggered); a short TLS read does
+      // not (records may wait in the kernel or inside OpenSSL): read on until EAGAIN.
+      if (!tls_ && static_cast<size_t>(n) < capacity && !hangup_seen_) break;
       continue;
     }
     if (n == 0) {
@@ -694,6 +698,7 @@ void Http2Connection::settle() {
   if (lingering_) {
     if (!output_left && !shut_) {
       shut_ = true;
+      if (tls_) tls_->shutdown();  // close_notify before our FIN
       ::shutdown(fd_, SHUT_WR);
     }
     if (timer.list != &worker_.linger_timers && timer.list != &worker_.send_timers)
@@ -822,7 +827,9 @@ void Http2Connection::close_now() {
     retire(*s);
   }
   event::TimerList::disarm(timer);
+  if (tls_) tls_->shutdown();  // close_notify once, best effort
   ::close(fd_);
+  tls_.reset();
   pending_.clear();
   pending_.shrink_to_fit();
   worker_.close_http2(this);
@@ -904,7 +911,8 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
   if (s.selection.route && s.selection.route->stream) {
     s.request.local = local_address();
     s.request.local_len = local_len_;
-    Exchange* exchange = s.selection.route->stream->start(s.request, s);
+    Exchange* exchange = s.selection.route->stream->start(
+        s.request, s.compress.wrap(s, s.request, s.selection.route->config->compress));
     // start() may have answered at once (respond/fail), or the stream may be gone.
     if (s.conn && !s.answered) s.exchange = exchange;
     return;
@@ -980,6 +988,7 @@ void Http2Connection::answer(Http2Stream& s) {
   if (s.selection.route) {
     s.request.body = s.body;
     s.selection.route->handler->handle(s.request, response);
+    compress::maybe_compress(s.request, response, s.selection.route->config->compress);
   } else {
     response.set_status(s.selection.status);
     if (!s.selection.allow.empty()) response.add_header("Allow", s.selection.allow);

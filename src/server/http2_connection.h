@@ -12,12 +12,14 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "event/poller.h"
 #include "event/timer_list.h"
 #include "peregrine/response.h"
+#include "tls/stream.h"
 
 struct nghttp2_session;
 
@@ -45,8 +47,9 @@ struct Http2Limits {
 
 class Http2Connection final : public event::Pollable, public event::TimerOwner {
  public:
+  // `tls`: the session of a TLS connection whose ALPN chose "h2" (null for h2c).
   Http2Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t peer_len,
-                  const ListenerOptions& listener);
+                  const ListenerOptions& listener, std::unique_ptr<tls::Stream> tls);
   ~Http2Connection();
   Http2Connection(const Http2Connection&) = delete;
   Http2Connection& operator=(const Http2Connection&) = delete;
@@ -70,7 +73,7 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   friend struct Http2Callbacks;
 
   // All socket I/O goes through these two, with recv/send semantics (>0 bytes, 0 peer closed,
-  // -1 with errno): the TLS layer replaces them with its stream's read/write.
+  // -1 with errno): the TLS stream's read/write when there is one, else the socket's.
   ssize_t read_some(char* buffer, size_t size);
   ssize_t write_some(const char* data, size_t size);
 
@@ -105,6 +108,7 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   Worker& worker_;
   const ListenerOptions& listener_;
   int fd_;
+  std::unique_ptr<tls::Stream> tls_;
   nghttp2_session* session_ = nullptr;
   Http2Stream* streams_ = nullptr;  // live streams (nghttp2 user data points at them)
   uint32_t live_streams_ = 0;

@@ -66,8 +66,8 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
       switch (route.handler) {
         case config::HandlerKind::kStatic: {
           std::string strip = route.static_files.alias ? route.pattern : std::string();
-          auto files = std::make_shared<static_files::StaticHandler>(route.static_files, strip,
-                                                                     *table->mime_, clock);
+          auto files = std::make_shared<static_files::StaticHandler>(
+              route.static_files, strip, *table->mime_, clock, route.compress);
           if (!files->ok()) {
             *error = "cannot open root " + route.static_files.root;
             return {};

@@ -232,8 +232,9 @@ void Worker::close_connection(Connection* connection) {
 }
 
 void Worker::start_http2(int fd, const sockaddr* peer, socklen_t peer_len,
-                         std::string_view already_read, const ListenerOptions& listener) {
-  auto* connection = new Http2Connection(*this, fd, peer, peer_len, listener);
+                         std::string_view already_read, const ListenerOptions& listener,
+                         std::unique_ptr<tls::Stream> tls) {
+  auto* connection = new Http2Connection(*this, fd, peer, peer_len, listener, std::move(tls));
   connection->next = http2_connections_;
   if (http2_connections_) http2_connections_->prev = connection;
   http2_connections_ = connection;

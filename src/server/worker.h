@@ -17,6 +17,7 @@
 #include "peregrine/response.h"
 #include "server/output_queue.h"
 #include "server/route_table.h"
+#include "tls/stream.h"
 
 namespace peregrine::server {
 
@@ -86,8 +87,9 @@ class Worker {
   // HTTP/2 on an accepted socket: from Connection when an http2 listener's client opens with the
   // h2c preface, and from the TLS layer after ALPN chose "h2". `already_read` is what the caller
   // read past the handshake (the preface onwards). Takes the descriptor; counts as a connection.
+  // `tls`: the TLS session when the handshake's ALPN chose "h2"; null for h2c.
   void start_http2(int fd, const sockaddr* peer, socklen_t peer_len, std::string_view already_read,
-                   const ListenerOptions& listener);
+                   const ListenerOptions& listener, std::unique_ptr<tls::Stream> tls = nullptr);
   void close_http2(Http2Connection* connection);  // deferred delete at the end of the batch
   event::Poller& poller() { return *poller_; }
   const Clock& clock() const { return clock_; }

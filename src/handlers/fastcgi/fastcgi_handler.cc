@@ -664,7 +664,8 @@ FastcgiHandler::FastcgiHandler(const config::Route& route, const config::Site& s
   files.index.clear();
   for (const std::string& name : options_.index)
     if (!is_script("/" + name)) files.index.push_back(name);
-  files_ = std::make_unique<static_files::StaticHandler>(files, std::string(), mime, env.clock);
+  files_ = std::make_unique<static_files::StaticHandler>(files, std::string(), mime, env.clock,
+                                                         route.compress);
 }
 
 FastcgiHandler::~FastcgiHandler() {

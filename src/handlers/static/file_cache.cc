@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "compress/decision.h"
 #include "handlers/static/mime.h"
 #include "http/conditional.h"
 #include "http/http_date.h"
@@ -175,6 +176,12 @@ Ref<CachedFile> FileCache::load(std::string_view rel_path, std::string_view cont
     Ref<CachedFile> gz = load(sibling, entry->content_type, "gzip");
     if (gz->kind == CachedFile::Kind::kFile) entry->gzip = gz;
     vary = entry->brotli || entry->gzip;
+  }
+  if (encoding.empty() && options_.compress && options_.compress->enabled &&
+      entry->size >= options_.compress->min_length &&
+      compress::media_type_listed(entry->content_type, *options_.compress)) {
+    entry->compressible = true;
+    vary = true;
   }
   build_headers(*entry, encoding, vary || !encoding.empty());
   return entry;

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "compress/options.h"
 #include "peregrine/ref_counted.h"
 #include "peregrine/response.h"
 
@@ -48,6 +49,7 @@ class CachedFile : public RefCounted {
   std::string content_type;
   Ref<CachedFile> gzip;  // precompressed siblings, when present
   Ref<CachedFile> brotli;
+  bool compressible = false;  // its type and size allow on-the-fly compression
 
   // Revalidation state.
   int64_t checked_at_ms = 0;
@@ -63,6 +65,8 @@ struct CacheOptions {
   size_t max_entries = 4096;
   size_t inline_limit = 64 * 1024;          // files up to this size are kept in memory...
   size_t inline_budget = 32 * 1024 * 1024;  // ...while the cache holds less than this in total
+  // On-the-fly compression (null: off). Files it could compress get Vary: Accept-Encoding.
+  const compress::Options* compress = nullptr;
 };
 
 class FileCache {

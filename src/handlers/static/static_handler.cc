@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "compress/decision.h"
+#include "compress/encoder.h"
 #include "core/strings.h"
 #include "handlers/static/mime.h"
 #include "http/accept_encoding.h"
@@ -66,6 +68,35 @@ void append_slice(Response& response, const CachedFile& file, uint64_t offset, u
   }
 }
 
+// Compressed variants kept per handler per worker, and the largest file compressed on the fly:
+// beyond it a file goes out as it is (with sendfile), since compressing megabytes in the event
+// loop would stall every other connection of the worker.
+constexpr size_t kVariantBudget = 16 * 1024 * 1024;
+constexpr uint64_t kMaxVariantSource = 4 * 1024 * 1024;
+
+// The ETag of a compressed variant: the file's with the coding appended, so a cache never takes
+// one representation's bytes for the other's.
+void variant_etag(std::string_view etag, compress::Coding coding, std::string& out) {
+  out.clear();
+  if (etag.size() < 2 || etag.back() != '"') return;
+  out.append(etag.substr(0, etag.size() - 1))
+      .append("-")
+      .append(compress::coding_name(coding))
+      .append("\"");
+}
+
+bool read_file(int fd, uint64_t size, std::string& out) {
+  out.resize(size);
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = pread(fd, out.data() + done, size - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
 void append_percent_encoded(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   for (unsigned char c : text) {
@@ -84,14 +115,18 @@ void append_percent_encoded(std::string& out, std::string_view text) {
 }  // namespace
 
 StaticHandler::StaticHandler(const config::StaticOptions& options, std::string strip_prefix,
-                             const MimeTable& mime, const Clock& clock)
+                             const MimeTable& mime, const Clock& clock,
+                             const compress::Options& compress)
     : options_(options),
+      compress_(compress),
       strip_prefix_(std::move(strip_prefix)),
       clock_(clock),
       cache_(root_, mime,
              CacheOptions{.etag = options.etag,
                           .precompressed = options.precompressed,
-                          .valid_ms = options.cache_valid.count()}) {
+                          .valid_ms = options.cache_valid.count(),
+                          .compress = &compress_}),
+      variants_(kVariantBudget) {
   root_.path = options.root;
   while (root_.path.size() > 1 && root_.path.back() == '/') root_.path.pop_back();
   root_.symlinks_outside = options.symlinks_outside_root;
@@ -184,6 +219,34 @@ void StaticHandler::serve_file(const Request& request, Response& response,
     else if (accepted.gzip && original.gzip)
       file = original.gzip.get();
   }
+  // No precompressed sibling for this client: a cached compressed variant, unless the request
+  // asks for a range (ranges are of the identity) or only the head (HEAD).
+  if (file == &original && original.compressible && headers.accept_encoding && !headers.range &&
+      request.method == Method::kGet) {
+    const compress::Coding coding = compress::negotiate(&*headers.accept_encoding, compress_);
+    if (coding != compress::Coding::kIdentity) {
+      if (Ref<Variant> variant = variant_for(original, coding)) {
+        http::Validators validators{variant->etag, original.mtime};
+        switch (http::evaluate_preconditions(headers.conditional, validators, true)) {
+          case http::Precondition::kNotModified:
+            response.set_status(304);
+            response.set_prebuilt_headers(variant->validator_lines());
+            return;
+          case http::Precondition::kFailed:
+            response.set_status(412);
+            return;
+          case http::Precondition::kProceed:
+            break;
+        }
+        // The variant stays alive in the cache until this request's bytes are queued: nothing
+        // else runs on this worker before the connection copies borrowed bytes.
+        response.set_status(200);
+        response.set_prebuilt_headers(variant->headers);
+        response.append_borrowed_body(variant->body);
+        return;
+      }
+    }
+  }
 
   http::Validators validators{file->etag, file->mtime};
   switch (http::evaluate_preconditions(headers.conditional, validators, true)) {
@@ -251,6 +314,44 @@ void StaticHandler::serve_file(const Request& request, Response& response,
   response.set_status(200);
   response.set_prebuilt_headers(file->headers);
   append_slice(response, *file, 0, file->size);
+}
+
+Ref<Variant> StaticHandler::variant_for(const CachedFile& file, compress::Coding coding) {
+  const VariantKey key{file.dev, file.ino, coding, compress_.level_for(coding)};
+  if (Ref<Variant> found = variants_.find(key, file.size, file.mtime_ns)) return found;
+  if (file.size > kMaxVariantSource || file.size > variants_.max_bytes()) return {};
+  std::string_view source;
+  std::string read;  // once per file and coding: not worth a kept buffer
+  if (file.inline_content) {
+    source = file.content;
+  } else {
+    if (!file.file || !read_file(file.file->fd(), file.size, read)) return {};
+    source = read;
+  }
+  Ref<Variant> v(new Variant);
+  v->source_size = file.size;
+  v->source_mtime_ns = file.mtime_ns;
+  if (!compress::compress_all(coding, key.level, source, &v->body)) return {};
+  variant_etag(file.etag, coding, v->etag);
+  std::string& h = v->headers;
+  h.append("Content-Type: ").append(file.content_type).append("\r\n");
+  h.append("Content-Encoding: ").append(compress::coding_name(coding)).append("\r\n");
+  v->validators_offset = h.size();
+  // The file's own validator lines, with the variant's ETag in place of the file's and no
+  // Accept-Ranges (ranges are served from the identity only).
+  std::string_view lines = file.validator_lines();
+  while (!lines.empty()) {
+    const size_t end = lines.find("\r\n");
+    const std::string_view line = lines.substr(0, end == std::string_view::npos ? end : end + 2);
+    lines.remove_prefix(line.size());
+    if (line.starts_with("ETag: ")) {
+      if (!v->etag.empty()) h.append("ETag: ").append(v->etag).append("\r\n");
+    } else if (!line.starts_with("Accept-Ranges: ")) {
+      h.append(line);
+    }
+  }
+  variants_.insert(key, v);
+  return v;
 }
 
 bool StaticHandler::serve_error_page(std::string_view path, int status, const Request& request,

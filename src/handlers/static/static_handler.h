@@ -6,9 +6,11 @@
 #include <memory>
 #include <string>
 
+#include "compress/options.h"
 #include "config/config.h"
 #include "core/clock.h"
 #include "handlers/static/file_cache.h"
+#include "handlers/static/variant_cache.h"
 #include "peregrine/handler.h"
 
 namespace peregrine::static_files {
@@ -18,8 +20,10 @@ class MimeTable;
 class StaticHandler final : public Handler {
  public:
   // `strip_prefix` is the route's prefix when options.alias is set (it is replaced by the root).
+  // `compress`: the route's on-the-fly compression; compressed variants of files are cached.
   StaticHandler(const config::StaticOptions& options, std::string strip_prefix,
-                const MimeTable& mime, const Clock& clock);
+                const MimeTable& mime, const Clock& clock,
+                const compress::Options& compress = compress::Options{});
   ~StaticHandler() override;
   // False when the root could not be opened (a reload race: it vanished after validation).
   bool ok() const { return root_.dir_fd >= 0; }
@@ -36,12 +40,17 @@ class StaticHandler final : public Handler {
                   std::string_view path);
   void serve_directory(const Request& request, Response& response, std::string_view path);
   void list_directory(Response& response, std::string_view path);
+  // The cached compressed variant of `file` in `coding`, made now if missing; null when it
+  // cannot be made (too large, unreadable).
+  Ref<Variant> variant_for(const CachedFile& file, compress::Coding coding);
 
   config::StaticOptions options_;
+  compress::Options compress_;
   std::string strip_prefix_;
   const Clock& clock_;
   Root root_;
   FileCache cache_;
+  VariantCache variants_;
   std::string scratch_;  // reused for index-file paths
 };
 

@@ -114,3 +114,46 @@ TEST(AcceptEncoding, RandomInputsAreSafe) {
 
 }  // namespace
 }  // namespace peregrine::http
+
+namespace peregrine::http {
+namespace {
+
+TEST(AcceptEncodingWeights, EachCodingWithStarAndIdentity) {
+  CodingWeights w = parse_coding_weights("gzip;q=0.8, br, zstd;q=0.25");
+  EXPECT_EQ(w.gzip, 800);
+  EXPECT_EQ(w.br, 1000);
+  EXPECT_EQ(w.zstd, 250);
+  EXPECT_EQ(w.identity, -1);  // acceptable by default, no preference
+
+  w = parse_coding_weights("*;q=0.5, br;q=0");
+  EXPECT_EQ(w.gzip, 500);
+  EXPECT_EQ(w.zstd, 500);
+  EXPECT_EQ(w.br, 0);
+  EXPECT_EQ(w.identity, -1);
+
+  w = parse_coding_weights("*;q=0");
+  EXPECT_EQ(w.gzip, 0);
+  EXPECT_EQ(w.identity, 0);  // "*;q=0" excludes identity too
+
+  w = parse_coding_weights("identity;q=0, gzip");
+  EXPECT_EQ(w.identity, 0);
+  EXPECT_EQ(w.gzip, 1000);
+
+  w = parse_coding_weights("IDENTITY;Q=0.3, *;q=0");
+  EXPECT_EQ(w.identity, 300);
+
+  w = parse_coding_weights("");
+  EXPECT_EQ(w.gzip, -1);
+  EXPECT_EQ(w.br, -1);
+  EXPECT_EQ(w.zstd, -1);
+}
+
+TEST(AcceptEncodingWeights, HighestRepeatedWeightAndMalformedElements) {
+  CodingWeights w = parse_coding_weights("gzip;q=0.1, gzip;q=0.7, zstd;q=1.5, br;q=");
+  EXPECT_EQ(w.gzip, 700);
+  EXPECT_EQ(w.zstd, -1);
+  EXPECT_EQ(w.br, -1);
+}
+
+}  // namespace
+}  // namespace peregrine::http
