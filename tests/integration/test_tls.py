@@ -4,6 +4,7 @@ and testssl.sh against the defaults. Real clients only: curl, openssl s_client, 
 testssl.sh. Certificates come from a test CA made with the openssl CLI.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -177,14 +178,70 @@ class TestHandshake(TlsTestCase):
         out = self.curl(srv.port, "/", "-v")
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout, b"hello over tls\n")
+        self.assertIn(b"ALPN: server accepted h2", out.stderr)
+        out = self.curl(srv.port, "/", "-v", "--http1.1")
+        self.assertEqual(out.stdout, b"hello over tls\n")
         self.assertIn(b"ALPN: server accepted http/1.1", out.stderr)
 
-    def test_alpn_offers_http11_only(self):
+    def test_alpn_prefers_h2_unless_the_listener_turns_http2_off(self):
         srv, _ = self.start_tls()
-        out = self.s_client(srv.port, "-alpn", "h2,http/1.1")
-        self.assertIn("ALPN protocol: http/1.1", out)
-        out = self.s_client(srv.port, "-alpn", "h2")
-        self.assertIn("No ALPN negotiated", out)
+        self.assertIn("ALPN protocol: h2", self.s_client(srv.port, "-alpn", "http/1.1,h2"))
+        self.assertIn("ALPN protocol: http/1.1", self.s_client(srv.port, "-alpn", "http/1.1"))
+        off, _ = self.start_tls(
+            listen='[{ address = "127.0.0.1:0", tls = true, http2 = false }]')
+        self.assertIn("ALPN protocol: http/1.1", self.s_client(off.port, "-alpn", "h2,http/1.1"))
+        self.assertIn("No ALPN negotiated", self.s_client(off.port, "-alpn", "h2"))
+
+
+class TestHttp2OverTls(TlsTestCase):
+    """ALPN "h2": the TLS session moves from the HTTP/1 connection to an HTTP/2 one."""
+
+    def start_h2(self, **kwargs):
+        big = os.urandom(3 * 1024 * 1024)
+        srv, root = self.start_tls(files={"index.html": "hello over h2\n", "big.bin": big},
+                                   **kwargs)
+        return srv, big
+
+    def test_curl_and_nghttp_over_h2(self):
+        harness.require_tool("nghttp", "nghttp2-client")
+        srv, big = self.start_h2()
+        out = self.curl(srv.port, "/index.html", "--http2", "-v")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout, b"hello over h2\n")
+        self.assertIn(b"ALPN: server accepted h2", out.stderr)
+        self.assertIn(b"< HTTP/2 200", out.stderr)
+        out = self.curl(srv.port, "/big.bin", "--http2")  # many DATA frames, pread + SSL_write
+        self.assertEqual(hashlib.sha256(out.stdout).hexdigest(), hashlib.sha256(big).hexdigest())
+        out = self.curl(srv.port, "/big.bin", "--http2", "-H", "Range: bytes=1000-1999")
+        self.assertEqual(out.stdout, big[1000:2000])
+        nghttp = subprocess.run(["nghttp", "-n", "-s", f"https://127.0.0.1:{srv.port}/index.html"],
+                                capture_output=True, timeout=20)
+        self.assertEqual(nghttp.returncode, 0, nghttp.stderr)
+        self.assertIn(b"200", nghttp.stdout + nghttp.stderr)
+
+    def test_h2load_over_tls_has_no_errors(self):
+        harness.require_tool("h2load", "nghttp2-client")
+        srv, _ = self.start_h2()
+        out = subprocess.run(["h2load", "-n", "20000", "-c", "20", "-m", "10",
+                              f"https://127.0.0.1:{srv.port}/index.html"],
+                             capture_output=True, timeout=120)
+        text = out.stdout.decode()
+        self.assertIn("Application protocol: h2", text)
+        self.assertRegex(text, r"requests: 20000 total, 20000 started, 20000 done, 20000 succeeded, "
+                               r"0 failed, 0 errored")
+
+    def test_graceful_stop_over_h2_finishes_the_response(self):
+        srv, big = self.start_h2()
+        proc = subprocess.Popen(["curl", "-sS", "--http2", "--limit-rate", "1M", "--cacert",
+                                 self.ca.ca_pem, "--resolve", f"localhost:{srv.port}:127.0.0.1",
+                                 f"https://localhost:{srv.port}/big.bin"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.5)
+        srv.signal(signal.SIGQUIT)
+        body, err = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(len(body), len(big))
+        self.stop_ok(srv, sig=signal.SIGQUIT)
 
     def test_ecdsa_and_rsa_side_by_side(self):
         srv, _ = self.start_tls(site_tls=(
