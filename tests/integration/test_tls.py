@@ -193,55 +193,6 @@ class TestHandshake(TlsTestCase):
         self.assertIn("No ALPN negotiated", self.s_client(off.port, "-alpn", "h2"))
 
 
-class TestHttp2OverTls(TlsTestCase):
-    """ALPN "h2": the TLS session moves from the HTTP/1 connection to an HTTP/2 one."""
-
-    def start_h2(self, **kwargs):
-        big = os.urandom(3 * 1024 * 1024)
-        srv, root = self.start_tls(files={"index.html": "hello over h2\n", "big.bin": big},
-                                   **kwargs)
-        return srv, big
-
-    def test_curl_and_nghttp_over_h2(self):
-        harness.require_tool("nghttp", "nghttp2-client")
-        srv, big = self.start_h2()
-        out = self.curl(srv.port, "/index.html", "--http2", "-v")
-        self.assertEqual(out.returncode, 0, out.stderr)
-        self.assertEqual(out.stdout, b"hello over h2\n")
-        self.assertIn(b"ALPN: server accepted h2", out.stderr)
-        self.assertIn(b"< HTTP/2 200", out.stderr)
-        out = self.curl(srv.port, "/big.bin", "--http2")  # many DATA frames, pread + SSL_write
-        self.assertEqual(hashlib.sha256(out.stdout).hexdigest(), hashlib.sha256(big).hexdigest())
-        out = self.curl(srv.port, "/big.bin", "--http2", "-H", "Range: bytes=1000-1999")
-        self.assertEqual(out.stdout, big[1000:2000])
-        nghttp = subprocess.run(["nghttp", "-n", "-s", f"https://127.0.0.1:{srv.port}/index.html"],
-                                capture_output=True, timeout=20)
-        self.assertEqual(nghttp.returncode, 0, nghttp.stderr)
-        self.assertIn(b"200", nghttp.stdout + nghttp.stderr)
-
-    def test_h2load_over_tls_has_no_errors(self):
-        harness.require_tool("h2load", "nghttp2-client")
-        srv, _ = self.start_h2()
-        out = subprocess.run(["h2load", "-n", "20000", "-c", "20", "-m", "10",
-                              f"https://127.0.0.1:{srv.port}/index.html"],
-                             capture_output=True, timeout=120)
-        text = out.stdout.decode()
-        self.assertIn("Application protocol: h2", text)
-        self.assertRegex(text, r"requests: 20000 total, 20000 started, 20000 done, 20000 succeeded, "
-                               r"0 failed, 0 errored")
-
-    def test_graceful_stop_over_h2_finishes_the_response(self):
-        srv, big = self.start_h2()
-        proc = subprocess.Popen(["curl", "-sS", "--http2", "--limit-rate", "1M", "--cacert",
-                                 self.ca.ca_pem, "--resolve", f"localhost:{srv.port}:127.0.0.1",
-                                 f"https://localhost:{srv.port}/big.bin"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        time.sleep(0.5)
-        srv.signal(signal.SIGQUIT)
-        body, err = proc.communicate(timeout=30)
-        self.assertEqual(proc.returncode, 0, err)
-        self.assertEqual(len(body), len(big))
-        self.stop_ok(srv, sig=signal.SIGQUIT)
 
     def test_ecdsa_and_rsa_side_by_side(self):
         srv, _ = self.start_tls(site_tls=(
@@ -642,6 +593,58 @@ class TestTestssl(TlsTestCase):
                       if re.search(r"VULNERABLE|potentially vulnerable", line, re.I)
                       and "not vulnerable" not in line]
         self.assertEqual(vulnerable, [], text[-6000:])
+
+
+
+class TestHttp2OverTls(TlsTestCase):
+    """ALPN "h2": the TLS session moves from the HTTP/1 connection to an HTTP/2 one."""
+
+    def start_h2(self, **kwargs):
+        big = os.urandom(3 * 1024 * 1024)
+        srv, root = self.start_tls(files={"index.html": "hello over h2\n", "big.bin": big},
+                                   **kwargs)
+        return srv, big
+
+    def test_curl_and_nghttp_over_h2(self):
+        harness.require_tool("nghttp", "nghttp2-client")
+        srv, big = self.start_h2()
+        out = self.curl(srv.port, "/index.html", "--http2", "-v")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout, b"hello over h2\n")
+        self.assertIn(b"ALPN: server accepted h2", out.stderr)
+        self.assertIn(b"< HTTP/2 200", out.stderr)
+        out = self.curl(srv.port, "/big.bin", "--http2")  # many DATA frames, pread + SSL_write
+        self.assertEqual(hashlib.sha256(out.stdout).hexdigest(), hashlib.sha256(big).hexdigest())
+        out = self.curl(srv.port, "/big.bin", "--http2", "-H", "Range: bytes=1000-1999")
+        self.assertEqual(out.stdout, big[1000:2000])
+        nghttp = subprocess.run(["nghttp", "-n", "-s", f"https://127.0.0.1:{srv.port}/index.html"],
+                                capture_output=True, timeout=20)
+        self.assertEqual(nghttp.returncode, 0, nghttp.stderr)
+        self.assertIn(b"200", nghttp.stdout + nghttp.stderr)
+
+    def test_h2load_over_tls_has_no_errors(self):
+        harness.require_tool("h2load", "nghttp2-client")
+        srv, _ = self.start_h2()
+        out = subprocess.run(["h2load", "-n", "20000", "-c", "20", "-m", "10",
+                              f"https://127.0.0.1:{srv.port}/index.html"],
+                             capture_output=True, timeout=120)
+        text = out.stdout.decode()
+        self.assertIn("Application protocol: h2", text)
+        self.assertRegex(text, r"requests: 20000 total, 20000 started, 20000 done, 20000 succeeded, "
+                               r"0 failed, 0 errored")
+
+    def test_graceful_stop_over_h2_finishes_the_response(self):
+        srv, big = self.start_h2()
+        proc = subprocess.Popen(["curl", "-sS", "--http2", "--limit-rate", "1M", "--cacert",
+                                 self.ca.ca_pem, "--resolve", f"localhost:{srv.port}:127.0.0.1",
+                                 f"https://localhost:{srv.port}/big.bin"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.5)
+        srv.signal(signal.SIGQUIT)
+        body, err = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(len(body), len(big))
+        self.stop_ok(srv, sig=signal.SIGQUIT)
 
 
 if __name__ == "__main__":
