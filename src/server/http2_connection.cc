@@ -256,8 +256,14 @@ void Http2Stream::log(uint64_t bytes) {
   if (logged) return;
   logged = true;
   SiteRuntime* site = selection.site;
-  if (site && site->access_log && conn)
-    site->access_log->log(request, status, bytes, conn->worker_.clock().wall_seconds);
+  if (!site || !site->access_log || !conn) return;
+  const tls::Stream* tls = conn->tls_.get();
+  if (tls && routes && routes->config().tls.log_tls) {
+    site->access_log->log(request, status, bytes, conn->worker_.clock().wall_seconds,
+                          tls->version(), tls->cipher());
+    return;
+  }
+  site->access_log->log(request, status, bytes, conn->worker_.clock().wall_seconds);
 }
 
 // ---- nghttp2 callbacks -------------------------------------------------------------------------
@@ -887,6 +893,7 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
   const int error = s.head.finish(s.request, end_stream);
   s.request.peer = &peer_.sa;
   s.request.peer_len = peer_len_;
+  s.request.secure = tls_ != nullptr;  // HTTPS=on, X-Forwarded-Proto, HSTS
   s.routes = worker_.routes_ref();
   if (error) {
     if (s.request.method_text.empty()) s.request.method_text = "-";
@@ -1035,6 +1042,8 @@ bool Http2Connection::submit_head(Http2Stream& s, const Response& response, int6
   http2::ResponseFields& fields = response_fields;
   fields.clear();
   fields.add_lines(worker_.date_and_server_lines());
+  if (tls_ && s.selection.site && !s.selection.site->config->tls.hsts.empty())
+    fields.add("strict-transport-security", s.selection.site->config->tls.hsts);  // RFC 6797
   fields.add_lines(response.prebuilt_headers());
   fields.add_lines(response.extra_headers());
   char length_text[24];

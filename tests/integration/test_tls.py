@@ -327,11 +327,14 @@ class TestHttpOverTls(TlsTestCase):
     def test_access_log_records_tls_version_and_cipher(self):
         log = os.path.join(self.tmp, "access.log")
         srv, _ = self.start_tls(top="[tls]\naccess_log_tls = true\n", access_log=log)
-        out = self.curl(srv.port, "/", "--tlsv1.3")
-        self.assertEqual(out.returncode, 0, out.stderr)
-        line = self.wait_for(lambda: os.path.exists(log) and open(log).read(), timeout=5,
-                             msg="access log line")
-        self.assertRegex(line, r'"GET / HTTP/1\.1" 200 15 "-" "curl/[^"]*" "TLSv1\.3 TLS_[A-Z0-9_]+"\n')
+        for version in ("--http1.1", "--http2"):
+            out = self.curl(srv.port, "/", "--tlsv1.3", version)
+            self.assertEqual(out.returncode, 0, out.stderr)
+        text = self.wait_for(lambda: os.path.exists(log) and open(log).read().count("\n") == 2 and
+                             open(log).read(), timeout=5, msg="two access log lines")
+        first, second = text.splitlines(keepends=True)
+        self.assertRegex(first, r'"GET / HTTP/1\.1" 200 15 "-" "curl/[^"]*" "TLSv1\.3 TLS_[A-Z0-9_]+"\n')
+        self.assertRegex(second, r'"GET / HTTP/2\.0" 200 15 "-" "curl/[^"]*" "TLSv1\.3 TLS_[A-Z0-9_]+"\n')
 
     def test_hsts_on_tls_only(self):
         root = self.make_root({"index.html": "x"})
