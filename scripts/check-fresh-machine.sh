@@ -73,7 +73,8 @@ chroot_create "$dir" "$log_dir/debootstrap.log"
 t_debootstrap=$((SECONDS - t0))
 chroot_mount "$dir"
 
-phase "clone $repo ($(git rev-parse --short HEAD)) into /root/peregrine"
+commit=$(git rev-parse --short HEAD)  # what is checked, whatever HEAD is by the end
+phase "clone $repo ($commit) into /root/peregrine"
 git clone -q --no-hardlinks "$repo" "$dir/root/peregrine"
 for tool in make gcc g++ cc curl python3; do
   if chroot_run "$dir" "command -v $tool" >/dev/null; then
@@ -133,7 +134,7 @@ if [ "$skip_test" -eq 0 ]; then
 fi
 
 echo
-echo "fresh-machine check on Debian 12 minbase ($(git rev-parse --short HEAD)):"
+echo "fresh-machine check on Debian 12 minbase ($commit):"
 echo "  debootstrap      ${t_debootstrap} s"
 echo "  run command      ${t_run} s until it served ($status_line)"
 echo "  test command     ${t_test} s: $result"

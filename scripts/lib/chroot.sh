@@ -24,6 +24,9 @@ chroot_create() {
     echo "deb ${mirror%/debian*}/debian-security bookworm-security main"
   } >"$dir/etc/apt/sources.list"
   cp /etc/resolv.conf "$dir/etc/resolv.conf"
+  # Every installed Debian has these (the installer, cloud images and containers write them);
+  # debootstrap leaves them to the installer, and without them "localhost" does not resolve.
+  printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$dir/etc/hosts"
   for f in /etc/apt/apt.conf.d/*proxy*; do [ -e "$f" ] && cp "$f" "$dir/etc/apt/apt.conf.d/"; done
   return 0
 }
