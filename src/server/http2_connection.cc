@@ -566,7 +566,7 @@ void Http2Connection::on_readable() {
 // Everything nghttp2 has to send, gathered into one buffer and written at once.
 void Http2Connection::send_frames() {
   if (closed_ || !session_) return;
-  if (lingering_ && (pending_at_ < pending_.size() || !nghttp2_session_want_write(session_))) {
+  if (lingering_) {  // only what the socket refused of the GOAWAY is left to write
     if (pending_at_ < pending_.size() && !write_pending()) close_now();
     return;
   }
@@ -783,9 +783,9 @@ void Http2Connection::drain() {
 // connection and could destroy the GOAWAY before it is read. Drop its input for a while instead.
 void Http2Connection::linger() {
   if (lingering_) return;
-  lingering_ = true;
-  send_frames();
+  send_frames();  // the GOAWAY; from now on nghttp2 produces nothing more
   if (closed_) return;
+  lingering_ = true;
   event::TimerList::disarm(timer);
   while (Http2Stream* s = streams_) {
     nghttp2_session_set_stream_user_data(session_, s->id, nullptr);
@@ -1000,14 +1000,14 @@ void Http2Connection::respond_complete(Http2Stream& s, Response& response) {
   if (s.answered || !s.conn) return;
   const int status = response.status();
   if (status >= 400 && response.body_length() == 0)
-    (s.selection.site ? *s.selection.site : worker_.routes().default_site())
+    (s.selection.site ? *s.selection.site : s.routes->default_site())
         .fill_error_body(s.request, response);
   const bool with_body =
       !s.request.is_head() && status_has_body(status) && response.body_length() > 0;
   if (with_body) s.append_response_body(response);
   s.out_done = true;
   s.status = status;
-  if (!s.selection.site) s.selection.site = &worker_.routes().default_site();
+  if (!s.selection.site) s.selection.site = &s.routes->default_site();
   const uint64_t logged_bytes = s.request.is_head() ? 0 : response.body_length();
   if (!submit_head(s, response, static_cast<int64_t>(response.body_length()), with_body)) return;
   s.logged = false;
