@@ -885,8 +885,7 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
     if (s.request.method_text.empty()) s.request.method_text = "-";
     if (s.request.target.empty()) s.request.target = "-";
     LOG_INFO("HTTP/2: client sent a bad request (%d)", error);
-    if (error == 400) {
-      count_error();
+    if (error == 400) {  // counted as a provoked reset when the RST_STREAM leaves
       s.handling = false;
       nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_PROTOCOL_ERROR);
       return;
@@ -933,14 +932,19 @@ void Http2Connection::on_data(Http2Stream& s, const uint8_t* data, size_t size) 
     consume(s.id, size);
     return;
   }
-  if (s.body_received > worker_.limits().max_body_bytes && !s.answered) {
+  if (s.body_received > worker_.limits().max_body_bytes) {
     s.body_refused = true;
     consume(s.id, size);
     if (Exchange* exchange = s.exchange) {
       s.exchange = nullptr;
       exchange->on_abort();
     }
-    respond_status(s, 413);
+    if (!s.answered) {
+      respond_status(s, 413);
+    } else {  // the answer has begun: only the reset is left
+      s.log(s.body_bytes_sent);
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_CANCEL);
+    }
     return;
   }
   if (s.exchange) {

@@ -189,7 +189,7 @@ class Http2TestCase(ServerTestCase):
 
 
 class TestFrames(Http2TestCase):
-    limits = 'max_header_bytes = "4k"\nsend_timeout = "1s"\n'
+    limits = 'max_header_bytes = "4k"\nsend_timeout = "1s"\nmax_body_bytes = "8k"\n'
 
     def test_settings_exchange(self):
         c = self.client({SettingsFrame.INITIAL_WINDOW_SIZE: 70000})
@@ -363,6 +363,17 @@ class TestFrames(Http2TestCase):
                c.data(3, b"x" * 20, end_stream=True))
         headers, _, rst = c.response(3)
         self.assertEqual(rst, PROTOCOL_ERROR, "more bytes than announced")
+        self.assert_still_serving()
+
+    def test_body_over_max_body_bytes(self):
+        c = self.client()
+        c.send(c.get(1, "/file", [("content-length", "9000")], "POST", end_stream=False))
+        headers, _, _ = c.response(1)
+        self.assertEqual(headers[":status"], "413", "a declared length over the limit")
+        c.send(c.get(3, "/file", [], "POST", end_stream=False),
+               *[c.data(3, b"x" * 4000) for _ in range(3)])
+        headers, _, _ = c.response(3)
+        self.assertEqual(headers[":status"], "413", "an unknown length that grows over it")
         self.assert_still_serving()
 
     def test_oversized_header_list(self):
