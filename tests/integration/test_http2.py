@@ -488,6 +488,20 @@ class TestClients(Http2TestCase):
         self.assertEqual(status, 301)
         self.assertTrue(headers["location"].endswith("/file"), headers)
 
+    def test_preface_in_pieces(self):
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        self.addCleanup(sock.close)
+        sock.sendall(PREFACE[:5])
+        time.sleep(0.2)
+        sock.sendall(PREFACE[5:20])
+        time.sleep(0.2)
+        c = RawH2.__new__(RawH2)
+        c.sock, c.encoder, c.decoder, c.buf, c.eof, c.frames = sock, Encoder(), Decoder(), b"", False, []
+        sock.sendall(PREFACE[20:] + SettingsFrame(0).serialize())
+        c.send(c.get(1, "/file"))
+        headers, body, _ = c.response(1)
+        self.assertEqual((headers[":status"], body), ("200", SMALL))
+
     def test_http1_still_served_on_the_same_listener(self):
         status, _, body = self.get(self.port, "/file")
         self.assertEqual((status, body), (200, SMALL))
