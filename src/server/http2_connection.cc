@@ -78,6 +78,7 @@ class Http2Stream final : public Downstream {
   uint64_t body_received = 0;
 
   Exchange* exchange = nullptr;
+  bool exchange_ended = false;  // respond(), finish() or fail() was called
   bool body_paused = false;
   bool held_last = false;
   std::string held;  // DATA that arrived while paused; its window opens once delivered
@@ -159,6 +160,7 @@ void Http2Stream::reset(Http2Connection* connection, int32_t stream_id) {
   body.clear();
   body_received = 0;
   exchange = nullptr;
+  exchange_ended = false;
   body_paused = held_last = false;
   held.clear();
   head_sent_ = false;
@@ -904,8 +906,8 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
     s.request.local = local_address();
     s.request.local_len = local_len_;
     Exchange* exchange = s.selection.route->stream->start(s.request, s);
-    // start() may have answered at once (respond/fail), or the stream may be gone.
-    if (s.conn && !s.answered) s.exchange = exchange;
+    // start() may have ended the exchange at once (respond/fail), or the stream may be gone.
+    if (s.conn && !s.exchange_ended) s.exchange = exchange;
     return;
   }
   s.keep_body = s.selection.route && s.selection.route->handler->wants_body();
@@ -1079,6 +1081,7 @@ void Http2Stream::respond(Response& response) {
   if (!conn) return;
   Http2Connection* c = conn;
   exchange = nullptr;
+  exchange_ended = true;
   if (!head_sent_) {
     c->respond_complete(*this, response);
     if (!request_done && conn) {
@@ -1138,6 +1141,7 @@ void Http2Stream::finish() {
   if (!conn) return;
   Http2Connection* c = conn;
   exchange = nullptr;
+  exchange_ended = true;
   out_done = true;
   if (deferred) {
     deferred = false;
@@ -1151,6 +1155,7 @@ void Http2Stream::fail(int code) {
   if (!conn) return;
   Http2Connection* c = conn;
   exchange = nullptr;
+  exchange_ended = true;
   if (!head_sent_) {
     c->respond_status(*this, code);
   } else {
