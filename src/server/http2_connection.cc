@@ -546,6 +546,8 @@ void Http2Connection::on_readable() {
         ok = false;
         break;
       }
+      // A short read drains a plain socket (edge-triggered). A TLS stream returns one record at
+      // a time, so over TLS this must read on until EAGAIN instead.
       if (static_cast<size_t>(n) < capacity && !hangup_seen_) break;
       continue;
     }
