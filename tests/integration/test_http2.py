@@ -243,7 +243,7 @@ class TestFrames(Http2TestCase):
         self.assertIsNotNone(g, "GOAWAY after too many client resets")
         self.assertEqual(g.error_code, ENHANCE_YOUR_CALM)
         self.assertTrue(c.closed())
-        self.assertIn("rapid reset", self.srv.stderr())
+        self.wait_for(lambda: "rapid reset" in self.srv.stderr(), msg="the error-log line")
         self.assert_still_serving()
 
     def test_continuation_flood(self):
@@ -285,7 +285,7 @@ class TestFrames(Http2TestCase):
         self.assertEqual(g.error_code, ENHANCE_YOUR_CALM)
         resets = [f for f in c.frames if isinstance(f, RstStreamFrame)]
         self.assertGreaterEqual(len(resets), 100)
-        self.assertIn("provoked resets", self.srv.stderr())
+        self.wait_for(lambda: "provoked resets" in self.srv.stderr(), msg="the error-log line")
         self.assert_still_serving()
 
     def test_hpack_bomb(self):
