@@ -587,6 +587,15 @@ class TestFastcgi(ServerTestCase):
         self.assertEqual(env["body_length"], len(payload))
         self.assertEqual(env["body_sha256"], hashlib.sha256(payload).hexdigest())
 
+    def test_h2load_php(self):
+        require_tool("h2load", "nghttp2-client")
+        out = subprocess.run(["h2load", "-n", "2000", "-c", "4", "-m", "10",
+                              f"http://127.0.0.1:{self.srv.port}/hello.php"],
+                             capture_output=True, timeout=60)
+        text = out.stdout.decode()
+        self.assertIn("2000 succeeded, 0 failed, 0 errored, 0 timeout", text, text)
+        self.assertIn("status codes: 2000 2xx", text, text)
+
     def test_php_big_response_and_nghttp(self):
         require_tool("nghttp", "nghttp2-client")
         status, body = self.curl(f"http://127.0.0.1:{self.srv.port}/big.php?size=1000000")
@@ -685,6 +694,14 @@ class TestProxy(ServerTestCase):
         self.assertLess(sent, 8 * 1024 * 1024,
                         "the server stops opening the window once the back end stops reading")
         self.assertGreater(sent, 65535, "and opened it while the back end took bytes")
+
+    def test_h2load_proxy(self):
+        require_tool("h2load", "nghttp2-client")
+        out = subprocess.run(["h2load", "-n", "2000", "-c", "4", "-m", "10",
+                              f"http://127.0.0.1:{self.srv.port}/x"],
+                             capture_output=True, timeout=60)
+        text = out.stdout.decode()
+        self.assertIn("2000 succeeded, 0 failed, 0 errored, 0 timeout", text, text)
 
     def test_nghttp_parallel(self):
         require_tool("nghttp", "nghttp2-client")
