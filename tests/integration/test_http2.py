@@ -148,6 +148,33 @@ class RawH2:
             if "END_STREAM" in f.flags:
                 return headers, body, None
 
+    def responses(self, stream_ids, timeout=10.0):
+        """{stream id: (headers, body, rst)} of several streams read together."""
+        out = {sid: [{}, b"", None] for sid in stream_ids}
+        open_ids = set(stream_ids)
+        deadline = time.monotonic() + timeout
+        while open_ids:
+            f = self.read_frame(max(0.0, deadline - time.monotonic()))
+            if f is None:
+                raise AssertionError(f"streams {open_ids}: no complete response")
+            if f.stream_id not in open_ids:
+                continue
+            r = out[f.stream_id]
+            if isinstance(f, HeadersFrame):
+                r[0].update(dict(f.decoded))
+            elif isinstance(f, DataFrame):
+                r[1] += f.data
+                if f.flow_controlled_length:
+                    self.try_send(WindowUpdateFrame(0, window_increment=f.flow_controlled_length),
+                                  WindowUpdateFrame(f.stream_id,
+                                                    window_increment=f.flow_controlled_length))
+            elif isinstance(f, RstStreamFrame):
+                r[2] = f.error_code
+                open_ids.discard(f.stream_id)
+            if "END_STREAM" in f.flags:
+                open_ids.discard(f.stream_id)
+        return {sid: tuple(v) for sid, v in out.items()}
+
     def goaway(self, timeout=5.0):
         return self.until(lambda f: isinstance(f, GoAwayFrame), timeout)
 
@@ -694,6 +721,18 @@ class TestProxy(ServerTestCase):
         self.assertLess(sent, 8 * 1024 * 1024,
                         "the server stops opening the window once the back end stops reading")
         self.assertGreater(sent, 65535, "and opened it while the back end took bytes")
+
+    def test_small_windows_streamed_download(self):
+        # Windows of 16 KB: the streamed body waits for each WINDOW_UPDATE (DATA deferred and
+        # resumed, the exchange told kFull and then on_writable) and arrives whole.
+        c = RawH2(self.srv.port, {SettingsFrame.INITIAL_WINDOW_SIZE: 16384})
+        self.addCleanup(c.close)
+        size = 1024 * 1024 + 3
+        c.send(c.get(1, f"/download?bytes={size}&chunked=1"),
+               c.get(3, f"/download?bytes={size}"))
+        for sid, (headers, body, rst) in c.responses([1, 3], timeout=30).items():
+            self.assertEqual((headers[":status"], rst, len(body)), ("200", None, size))
+            self.assertEqual(hashlib.sha256(body).hexdigest(), pattern_sha256(size))
 
     def test_h2load_proxy(self):
         require_tool("h2load", "nghttp2-client")
