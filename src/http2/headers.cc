@@ -106,14 +106,8 @@ int RequestHeadBuilder::finish(Request& request, bool end_stream) {
   request.clear();
   if (too_large_) return 431;
   if (!has_method_) return 400;
-  const std::string_view method = view(method_);
-  const bool connect = method == "CONNECT";
-  // RFC 9113 8.3.1: all three for a request, none but :authority for CONNECT.
-  if (connect ? (has_path_ || has_scheme_ || !has_authority_)
-              : (!has_path_ || !has_scheme_ || path_.length == 0))
-    return 400;
-
-  // Everything that is appended to the storage comes first: views are taken afterwards.
+  // Everything that is appended to the storage comes first: views are taken afterwards (an
+  // append may move the storage).
   Span cookie{};
   if (!cookies_.empty()) {
     std::string joined;
@@ -123,6 +117,12 @@ int RequestHeadBuilder::finish(Request& request, bool end_stream) {
     }
     cookie = keep(joined);
   }
+  const std::string_view method = view(method_);
+  const bool connect = method == "CONNECT";
+  // RFC 9113 8.3.1: all three for a request, none but :authority for CONNECT.
+  if (connect ? (has_path_ || has_scheme_ || !has_authority_)
+              : (!has_path_ || !has_scheme_ || path_.length == 0))
+    return 400;
   const size_t extra = (cookies_.empty() ? 0 : 1) + (has_authority_ ? 1 : 0);
   if (fields_.size() + extra > kMaxHeaders) return 431;
 

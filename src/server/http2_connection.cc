@@ -80,6 +80,7 @@ class Http2Stream final : public Downstream {
   uint64_t body_received = 0;
 
   Exchange* exchange = nullptr;
+  bool exchange_ended = false;  // respond(), finish() or fail() was called
   bool body_paused = false;
   bool held_last = false;
   std::string held;  // DATA that arrived while paused; its window opens once delivered
@@ -161,6 +162,7 @@ void Http2Stream::reset(Http2Connection* connection, int32_t stream_id) {
   body.clear();
   body_received = 0;
   exchange = nullptr;
+  exchange_ended = false;
   body_paused = held_last = false;
   held.clear();
   head_sent_ = false;
@@ -576,7 +578,7 @@ void Http2Connection::on_readable() {
 // Everything nghttp2 has to send, gathered into one buffer and written at once.
 void Http2Connection::send_frames() {
   if (closed_ || !session_) return;
-  if (lingering_ && (pending_at_ < pending_.size() || !nghttp2_session_want_write(session_))) {
+  if (lingering_) {  // only what the socket refused of the GOAWAY is left to write
     if (pending_at_ < pending_.size() && !write_pending()) close_now();
     return;
   }
@@ -794,9 +796,9 @@ void Http2Connection::drain() {
 // connection and could destroy the GOAWAY before it is read. Drop its input for a while instead.
 void Http2Connection::linger() {
   if (lingering_) return;
-  lingering_ = true;
-  send_frames();
+  send_frames();  // the GOAWAY; from now on nghttp2 produces nothing more
   if (closed_) return;
+  lingering_ = true;
   event::TimerList::disarm(timer);
   while (Http2Stream* s = streams_) {
     nghttp2_session_set_stream_user_data(session_, s->id, nullptr);
@@ -899,8 +901,7 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
     if (s.request.method_text.empty()) s.request.method_text = "-";
     if (s.request.target.empty()) s.request.target = "-";
     LOG_INFO("HTTP/2: client sent a bad request (%d)", error);
-    if (error == 400) {
-      count_error();
+    if (error == 400) {  // counted as a provoked reset when the RST_STREAM leaves
       s.handling = false;
       nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_PROTOCOL_ERROR);
       return;
@@ -920,8 +921,8 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
     s.request.local_len = local_len_;
     Exchange* exchange = s.selection.route->stream->start(
         s.request, s.compress.wrap(s, s.request, s.selection.route->config->compress));
-    // start() may have answered at once (respond/fail), or the stream may be gone.
-    if (s.conn && !s.answered) s.exchange = exchange;
+    // start() may have ended the exchange at once (respond/fail), or the stream may be gone.
+    if (s.conn && !s.exchange_ended) s.exchange = exchange;
     return;
   }
   s.keep_body = s.selection.route && s.selection.route->handler->wants_body();
@@ -948,14 +949,19 @@ void Http2Connection::on_data(Http2Stream& s, const uint8_t* data, size_t size) 
     consume(s.id, size);
     return;
   }
-  if (s.body_received > worker_.limits().max_body_bytes && !s.answered) {
+  if (s.body_received > worker_.limits().max_body_bytes) {
     s.body_refused = true;
     consume(s.id, size);
     if (Exchange* exchange = s.exchange) {
       s.exchange = nullptr;
       exchange->on_abort();
     }
-    respond_status(s, 413);
+    if (!s.answered) {
+      respond_status(s, 413);
+    } else {  // the answer has begun: only the reset is left
+      s.log(s.body_bytes_sent);
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_CANCEL);
+    }
     return;
   }
   if (s.exchange) {
@@ -1016,14 +1022,14 @@ void Http2Connection::respond_complete(Http2Stream& s, Response& response) {
   if (s.answered || !s.conn) return;
   const int status = response.status();
   if (status >= 400 && response.body_length() == 0)
-    (s.selection.site ? *s.selection.site : worker_.routes().default_site())
+    (s.selection.site ? *s.selection.site : s.routes->default_site())
         .fill_error_body(s.request, response);
   const bool with_body =
       !s.request.is_head() && status_has_body(status) && response.body_length() > 0;
   if (with_body) s.append_response_body(response);
   s.out_done = true;
   s.status = status;
-  if (!s.selection.site) s.selection.site = &worker_.routes().default_site();
+  if (!s.selection.site) s.selection.site = &s.routes->default_site();
   const uint64_t logged_bytes = s.request.is_head() ? 0 : response.body_length();
   if (!submit_head(s, response, static_cast<int64_t>(response.body_length()), with_body)) return;
   s.logged = false;
@@ -1093,6 +1099,7 @@ void Http2Stream::respond(Response& response) {
   if (!conn) return;
   Http2Connection* c = conn;
   exchange = nullptr;
+  exchange_ended = true;
   if (!head_sent_) {
     c->respond_complete(*this, response);
     if (!request_done && conn) {
@@ -1152,6 +1159,7 @@ void Http2Stream::finish() {
   if (!conn) return;
   Http2Connection* c = conn;
   exchange = nullptr;
+  exchange_ended = true;
   out_done = true;
   if (deferred) {
     deferred = false;
@@ -1165,6 +1173,7 @@ void Http2Stream::fail(int code) {
   if (!conn) return;
   Http2Connection* c = conn;
   exchange = nullptr;
+  exchange_ended = true;
   if (!head_sent_) {
     c->respond_status(*this, code);
   } else {

@@ -148,6 +148,33 @@ class RawH2:
             if "END_STREAM" in f.flags:
                 return headers, body, None
 
+    def responses(self, stream_ids, timeout=10.0):
+        """{stream id: (headers, body, rst)} of several streams read together."""
+        out = {sid: [{}, b"", None] for sid in stream_ids}
+        open_ids = set(stream_ids)
+        deadline = time.monotonic() + timeout
+        while open_ids:
+            f = self.read_frame(max(0.0, deadline - time.monotonic()))
+            if f is None:
+                raise AssertionError(f"streams {open_ids}: no complete response")
+            if f.stream_id not in open_ids:
+                continue
+            r = out[f.stream_id]
+            if isinstance(f, HeadersFrame):
+                r[0].update(dict(f.decoded))
+            elif isinstance(f, DataFrame):
+                r[1] += f.data
+                if f.flow_controlled_length:
+                    self.try_send(WindowUpdateFrame(0, window_increment=f.flow_controlled_length),
+                                  WindowUpdateFrame(f.stream_id,
+                                                    window_increment=f.flow_controlled_length))
+            elif isinstance(f, RstStreamFrame):
+                r[2] = f.error_code
+                open_ids.discard(f.stream_id)
+            if "END_STREAM" in f.flags:
+                open_ids.discard(f.stream_id)
+        return {sid: tuple(v) for sid, v in out.items()}
+
     def goaway(self, timeout=5.0):
         return self.until(lambda f: isinstance(f, GoAwayFrame), timeout)
 
@@ -189,7 +216,7 @@ class Http2TestCase(ServerTestCase):
 
 
 class TestFrames(Http2TestCase):
-    limits = 'max_header_bytes = "4k"\nsend_timeout = "1s"\n'
+    limits = 'max_header_bytes = "4k"\nsend_timeout = "1s"\nmax_body_bytes = "8k"\n'
 
     def test_settings_exchange(self):
         c = self.client({SettingsFrame.INITIAL_WINDOW_SIZE: 70000})
@@ -243,7 +270,7 @@ class TestFrames(Http2TestCase):
         self.assertIsNotNone(g, "GOAWAY after too many client resets")
         self.assertEqual(g.error_code, ENHANCE_YOUR_CALM)
         self.assertTrue(c.closed())
-        self.assertIn("rapid reset", self.srv.stderr())
+        self.wait_for(lambda: "rapid reset" in self.srv.stderr(), msg="the error-log line")
         self.assert_still_serving()
 
     def test_continuation_flood(self):
@@ -285,7 +312,7 @@ class TestFrames(Http2TestCase):
         self.assertEqual(g.error_code, ENHANCE_YOUR_CALM)
         resets = [f for f in c.frames if isinstance(f, RstStreamFrame)]
         self.assertGreaterEqual(len(resets), 100)
-        self.assertIn("provoked resets", self.srv.stderr())
+        self.wait_for(lambda: "provoked resets" in self.srv.stderr(), msg="the error-log line")
         self.assert_still_serving()
 
     def test_hpack_bomb(self):
@@ -363,6 +390,17 @@ class TestFrames(Http2TestCase):
                c.data(3, b"x" * 20, end_stream=True))
         headers, _, rst = c.response(3)
         self.assertEqual(rst, PROTOCOL_ERROR, "more bytes than announced")
+        self.assert_still_serving()
+
+    def test_body_over_max_body_bytes(self):
+        c = self.client()
+        c.send(c.get(1, "/file", [("content-length", "9000")], "POST", end_stream=False))
+        headers, _, _ = c.response(1)
+        self.assertEqual(headers[":status"], "413", "a declared length over the limit")
+        c.send(c.get(3, "/file", [], "POST", end_stream=False),
+               *[c.data(3, b"x" * 4000) for _ in range(3)])
+        headers, _, _ = c.response(3)
+        self.assertEqual(headers[":status"], "413", "an unknown length that grows over it")
         self.assert_still_serving()
 
     def test_oversized_header_list(self):
@@ -477,6 +515,20 @@ class TestClients(Http2TestCase):
         self.assertEqual(status, 301)
         self.assertTrue(headers["location"].endswith("/file"), headers)
 
+    def test_preface_in_pieces(self):
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        self.addCleanup(sock.close)
+        sock.sendall(PREFACE[:5])
+        time.sleep(0.2)
+        sock.sendall(PREFACE[5:20])
+        time.sleep(0.2)
+        c = RawH2.__new__(RawH2)
+        c.sock, c.encoder, c.decoder, c.buf, c.eof, c.frames = sock, Encoder(), Decoder(), b"", False, []
+        sock.sendall(PREFACE[20:] + SettingsFrame(0).serialize())
+        c.send(c.get(1, "/file"))
+        headers, body, _ = c.response(1)
+        self.assertEqual((headers[":status"], body), ("200", SMALL))
+
     def test_http1_still_served_on_the_same_listener(self):
         status, _, body = self.get(self.port, "/file")
         self.assertEqual((status, body), (200, SMALL))
@@ -561,6 +613,15 @@ class TestFastcgi(ServerTestCase):
         env = json.loads(body)
         self.assertEqual(env["body_length"], len(payload))
         self.assertEqual(env["body_sha256"], hashlib.sha256(payload).hexdigest())
+
+    def test_h2load_php(self):
+        require_tool("h2load", "nghttp2-client")
+        out = subprocess.run(["h2load", "-n", "2000", "-c", "4", "-m", "10",
+                              f"http://127.0.0.1:{self.srv.port}/hello.php"],
+                             capture_output=True, timeout=60)
+        text = out.stdout.decode()
+        self.assertIn("2000 succeeded, 0 failed, 0 errored, 0 timeout", text, text)
+        self.assertIn("status codes: 2000 2xx", text, text)
 
     def test_php_big_response_and_nghttp(self):
         require_tool("nghttp", "nghttp2-client")
@@ -660,6 +721,26 @@ class TestProxy(ServerTestCase):
         self.assertLess(sent, 8 * 1024 * 1024,
                         "the server stops opening the window once the back end stops reading")
         self.assertGreater(sent, 65535, "and opened it while the back end took bytes")
+
+    def test_small_windows_streamed_download(self):
+        # Windows of 16 KB: the streamed body waits for each WINDOW_UPDATE (DATA deferred and
+        # resumed, the exchange told kFull and then on_writable) and arrives whole.
+        c = RawH2(self.srv.port, {SettingsFrame.INITIAL_WINDOW_SIZE: 16384})
+        self.addCleanup(c.close)
+        size = 1024 * 1024 + 3
+        c.send(c.get(1, f"/download?bytes={size}&chunked=1"),
+               c.get(3, f"/download?bytes={size}"))
+        for sid, (headers, body, rst) in c.responses([1, 3], timeout=30).items():
+            self.assertEqual((headers[":status"], rst, len(body)), ("200", None, size))
+            self.assertEqual(hashlib.sha256(body).hexdigest(), pattern_sha256(size))
+
+    def test_h2load_proxy(self):
+        require_tool("h2load", "nghttp2-client")
+        out = subprocess.run(["h2load", "-n", "2000", "-c", "4", "-m", "10",
+                              f"http://127.0.0.1:{self.srv.port}/x"],
+                             capture_output=True, timeout=60)
+        text = out.stdout.decode()
+        self.assertIn("2000 succeeded, 0 failed, 0 errored, 0 timeout", text, text)
 
     def test_nghttp_parallel(self):
         require_tool("nghttp", "nghttp2-client")

@@ -428,7 +428,7 @@ void FastcgiExchange::start_head() {
   // Recycled buffers, unless a retry's earlier head took them already. An empty std::string
   // has its inline capacity, never 0: testing for 0 never took a spare, so every response
   // allocated a fresh 128 KB body and the spares only filled up (php_info: 1.25x the CPU).
-  constexpr size_t kInline = std::string().capacity();
+  static const size_t kInline = std::string().capacity();  // not constexpr for clang 14
   if (body_.capacity() <= kInline) Spares<std::string, ResponseBody>::take(body_);
   if (stage_.capacity() <= kInline) Spares<std::string, ResponseBody>::take(stage_);
   const CgiHead& head = reader_.head();
