@@ -7,7 +7,7 @@ set -euo pipefail
 build_packages=(g++ cmake ninja-build pkg-config libtomlplusplus-dev libpcre2-dev liburing-dev libssl-dev
                 libgtest-dev libsystemd-dev libnghttp2-dev zlib1g-dev libbrotli-dev libzstd-dev)
 test_packages=(clang clang-format libclang-rt-14-dev python3 curl apache2-utils wrk nginx-light php8.2-fpm python3-websockets)
-bench_packages=(h2o lighttpd lighttpd-modules-lua libnginx-mod-http-echo)
+bench_packages=(h2o lighttpd lighttpd-modules-lua lighttpd-mod-openssl libnginx-mod-http-echo)
 # TLS and HTTP/2 peers: openssl s_client, nghttp and h2load, frame-level tests, testssl.sh.
 test_packages+=(openssl nghttp2-client python3-h2 testssl.sh)
 # systemd-analyze verify of the package's unit (tests/integration/test_package.py).
