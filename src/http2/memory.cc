@@ -117,6 +117,8 @@ void plain_free(void* p, void*) {
   std::free(p);
 }
 void* plain_calloc(size_t n, size_t size, void*) {
+  // The same answer to an overflowing request as the cache's (ASan would abort instead).
+  if (size && n > SIZE_MAX / size) return nullptr;
   return std::calloc(n, size);
 }
 void* plain_realloc(void* p, size_t size, void*) {
