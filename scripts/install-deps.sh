@@ -5,13 +5,20 @@
 set -euo pipefail
 
 build_packages=(g++ cmake ninja-build pkg-config libtomlplusplus-dev libpcre2-dev liburing-dev libssl-dev
-                libgtest-dev libsystemd-dev libnghttp2-dev zlib1g-dev libbrotli-dev libzstd-dev)
+                libgtest-dev libsystemd-dev libnghttp2-dev zlib1g-dev libbrotli-dev libzstd-dev
+                libcrypt-dev)
 test_packages=(clang clang-format libclang-rt-14-dev python3 curl apache2-utils wrk nginx-light php8.2-fpm python3-websockets)
 bench_packages=(h2o lighttpd lighttpd-modules-lua lighttpd-mod-openssl libnginx-mod-http-echo)
 # TLS and HTTP/2 peers: openssl s_client, nghttp and h2load, frame-level tests, testssl.sh.
 test_packages+=(openssl nghttp2-client python3-h2 testssl.sh)
 # systemd-analyze verify of the package's unit (tests/integration/test_package.py).
 test_packages+=(systemd)
+# AJP13's peer (tests/integration/test_ajp.py runs Tomcat 10 with its own CATALINA_BASE).
+test_packages+=(tomcat10)
+# The metrics' strict Prometheus text parser, and the admin UI in a real headless browser.
+test_packages+=(python3-prometheus-client chromium chromium-driver python3-selenium fonts-dejavu-core)
+# Apache with mod_jk and mod_proxy_ajp, AJP's comparison in bench/.
+bench_packages+=(apache2 libapache2-mod-jk)
 # Building and checking the Debian package (scripts/build-deb.sh, scripts/check-package.sh) and
 # the fresh-machine check (scripts/check-fresh-machine.sh).
 package_packages=(debhelper pandoc lintian debootstrap systemd fakeroot python3)
