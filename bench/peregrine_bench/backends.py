@@ -139,7 +139,9 @@ daemonize = no
 
 class BackendNginx(Backend):
     """An nginx with one worker serving the docroot (/663.html) and, with the echo module,
-    /slow: "hello world" after SLOW_BACKEND_MS ms on a timer (echo_sleep), burning no CPU."""
+    any path ending in /slow: "hello world" after SLOW_BACKEND_MS ms on a timer (echo_sleep),
+    burning no CPU (/app/slow arrives whole from a front that keeps the prefix, /slow from one that
+    strips it)."""
     name = "back-end nginx"
 
     @classmethod
@@ -158,7 +160,7 @@ class BackendNginx(Backend):
         load = f"load_module {NGINX_ECHO_MODULE};\n" if need_echo else ""
         slow = ""
         if need_echo:
-            slow = f"""        location = /slow {{
+            slow = f"""        location ~ /slow$ {{
             default_type text/plain;
             echo_sleep {SLOW_BACKEND_MS / 1000:.3f};
             echo -n "{HELLO_BODY.decode()}";
@@ -201,7 +203,7 @@ def backend_available(scenario):
     if kind == "php":
         return PhpFpm.available()
     if kind == "http":
-        return BackendNginx.available(need_echo=SCENARIOS[scenario]["path"] == "/slow")
+        return BackendNginx.available(need_echo=SCENARIOS[scenario]["path"].endswith("/slow"))
     return True, ""
 
 
@@ -214,7 +216,7 @@ def start_backend(scenario, workdir, ctx, server_names):
         starter = lambda: b.start(server_names)
     else:
         b = BackendNginx(workdir)
-        starter = lambda: b.start(ctx["docroot"], ctx["nofile"], SCENARIOS[scenario]["path"] == "/slow")
+        starter = lambda: b.start(ctx["docroot"], ctx["nofile"], SCENARIOS[scenario]["path"].endswith("/slow"))
     try:
         starter()
     except BaseException:

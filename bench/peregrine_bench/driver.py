@@ -130,6 +130,8 @@ def run_load_scenario(name, names, ctx, args):
                     extra += f"  TLS handshakes {r['tls']['handshakes']} ({r['tls']['resumed']} resumed)"
                 if r.get("protocol"):
                     extra += f"  {r['protocol']}"
+                if r.get("keep_alive") is not None:
+                    extra += f"  p50 {fmt(r['p50_ms'], '.0f')} ms  keep-alive {r['keep_alive']}/{r['complete']}"
                 log(f"   [{name}] {s.name:<{nw}} run {i + 1}/{args.runs} {r['rps']:10.0f} req/s "
                     f"{fmt(r['cpu_us_per_req'], '7.2f')} us/req (ticks: {fmt(r['cpu_us_per_req_ticks'], '.2f')}) "
                     f"p99 {fmt(r['p99_ms'], '.2f')} ms  errors {r['errors']}  "

@@ -141,6 +141,39 @@ def pb_command(pb, port, sc, duration):
     return cmd
 
 
+def parse_ab_load(out, err, sc):
+    """ab as the load generator (the posts' rows): its report in wrk's fields, plus Keep-Alive
+    requests. Failed requests are errors, except ab's "Length" failures on a page whose length
+    varies (phpinfo): ab compares every length with the first response's. An ab that gave up
+    (socket timeout) counts every request it did not complete as an error."""
+    r = parse_ab(out, err)
+    wanted = int(sc["ab_args"][sc["ab_args"].index("-n") + 1])
+    m = re.search(r"Failed requests:\s+\d+\s+\(Connect: (\d+), Receive: (\d+), Length: (\d+), "
+                  r"Exceptions: (\d+)\)", out)
+    connect, receive, length, exceptions = map(int, m.groups()) if m else (0, 0, r["failed"] or 0, 0)
+    if sc["length"] is None:
+        length = 0
+    m = re.search(r"Time taken for tests:\s+([\d.]+) seconds", out)
+    r["wrk_seconds"] = float(m.group(1)) if m else None
+    pct = {int(pm.group(1)): float(pm.group(2)) for pm in re.finditer(r"^\s+(\d+)%\s+(\d+)", out, re.M)}
+    r["p50_ms"] = pct.get(50)
+    r["p99_ms"] = pct.get(99)
+    failed = connect + receive + length + exceptions
+    r["requests"] = r["complete"] - failed
+    r["socket_errors"] = {"connect": connect, "receive": receive, "length": length,
+                          "exceptions": exceptions, "not_completed": wanted - r["complete"]}
+    r["non_2xx_3xx"] = r["non_2xx"]
+    r["errors"] = failed + r["non_2xx"] + (wanted - r["complete"])
+    if r["rps"] is None:
+        last = [line for line in err.strip().splitlines() if line.strip()]
+        r["problem"] = f"ab gave up: {last[-1] if last else '?'}"
+    return r
+
+
+def ab_command(port, sc, timeout):
+    return ["taskset", "-c", CLIENT_CPU, "ab", *sc["ab_args"], "-s", str(timeout), url_for(port, sc)]
+
+
 def client_for(sc, args):
     """The load generator of a scenario: its own choice, or the one --h2-client picks for h2."""
     if sc.get("h2") and getattr(args, "h2_client", None):
@@ -154,11 +187,14 @@ def load_command(server, sc, duration, args):
         return h2load_command(server.port, sc, duration), parse_h2load
     if kind in ("pb", "peregrine-bench"):
         return pb_command(args.peregrine_bench, server.port, sc, duration), parse_pb
+    if kind == "ab":
+        return ab_command(server.port, sc, getattr(args, "ab_timeout", 30)), parse_ab_load
     return wrk_command(server.port, sc, duration), parse_wrk
 
 
 def wrk_run(server, sc, duration, args=None):
-    """One measured run of the scenario's load generator (wrk unless the scenario says otherwise)."""
+    """One measured run of the scenario's load generator (wrk unless the scenario says otherwise).
+    ab runs its fixed number of requests whatever `duration` says."""
     cmd, parse = load_command(server, sc, duration, args)
     if not server.alive():
         raise ServerError(f"{server.name} is no longer running\n" + server.diagnostics())
@@ -169,11 +205,14 @@ def wrk_run(server, sc, duration, args=None):
     w1 = time.monotonic()
     sample1 = server.cpu_sample()
     cpu1 = measure.cpu_times()
-    if rc != 0:
+    ab = parse is parse_ab_load
+    if rc != 0 and not ab:
         raise BenchError(f"{os.path.basename(cmd[3])} failed (exit {rc}): {shlex.join(cmd)}\n{out}\n{err}")
     if not server.alive():
         raise ServerError(f"{server.name} died during: {shlex.join(cmd)}\n" + server.diagnostics())
-    r = parse(out)
+    r = parse(out, err, sc) if ab else parse(out)
+    if ab and r["rps"] is None:
+        r["rps"] = r["requests"] / (w1 - w0)  # ab gave up before its report: what it did complete
     r["cmd"] = shlex.join(cmd)
     r.update(measure.per_request(sample0, sample1, r["requests"], w1 - w0, cpu0, cpu1))
     if err.strip():

@@ -4,7 +4,7 @@ import re
 import statistics
 
 from .common import CLIENT_CPU, SERVER_CPU, log
-from .scenarios import AB_REQUESTS, SCENARIOS, TARGETS
+from .scenarios import AB_REQUESTS, RPS_AT_LEAST_NGINX, SCENARIOS, TARGETS
 from .servers import REFERENCE_SERVERS
 
 
@@ -79,8 +79,12 @@ def print_load_table(name, sc, result, order, args):
     nw = name_width(order)
     log("")
     log(f"== {name}: {sc['desc']}")
-    log(f"   medians of {args.runs} run(s) x {args.duration}s after a {args.warmup}s warm-up; "
-        f"errors summed over the runs; CPU = server CPU time per request (schedstat)")
+    if sc.get("ab_args"):
+        log(f"   medians of {args.runs} run(s) of `ab {' '.join(sc['ab_args'])}` after a warm-up run; "
+            f"errors summed over the runs; CPU = server CPU time per request (schedstat)")
+    else:
+        log(f"   medians of {args.runs} run(s) x {args.duration}s after a {args.warmup}s warm-up; "
+            f"errors summed over the runs; CPU = server CPU time per request (schedstat)")
     hdr = (f"   {'server':<{nw}} {'req/s':>10} {'CPU us/req':>11} {'p99 ms':>8} {'errors':>7} {'RSS MB':>7} "
            f"{'srv CPU%':>8} {'CPU vs nginx':>12} {'vs best ref':>11} {'runs/req':>8}")
     log(hdr)
@@ -100,6 +104,14 @@ def print_load_table(name, sc, result, order, args):
                if other > 0.10 else f"the client on CPU {CLIENT_CPU} was the limit")
         log(f"   note: {', '.join(low)} used less than 85% of CPU {SERVER_CPU}: {why}; req/s and p99 then "
             f"measure that, not the server - compare CPU/request (inflated somewhat when the CPU is shared)")
+    if sc.get("ab_args"):
+        for n in order:
+            runs = result["servers"].get(n, {}).get("runs")
+            if runs:
+                log(f"   {n:<{nw}} ab: p50 {fmt(median([r['p50_ms'] for r in runs]), '.0f')} ms, Keep-Alive "
+                    f"requests {fmt(median([r['keep_alive'] for r in runs]), '.0f')}, failed "
+                    f"{sum(r['errors'] for r in runs)}"
+                    + "".join(f" ({r['problem']})" for r in runs if r.get("problem")))
     target_lines(name, result, order)
     if result.get("backend"):
         log(f"   back end: {result['backend']['cmdline']}")
@@ -137,6 +149,10 @@ def target_lines(name, result, order):
         r = s.get(key)
         verdict = "-" if r is None else ("met" if r <= limit else "NOT met")
         log(f"   target {n}: CPU/request <= {limit:.1f}x {what}: {ratio(r, 0).strip()} ({verdict})")
+        nginx = result["servers"].get("nginx", {}).get("summary")
+        if name in RPS_AT_LEAST_NGINX and nginx:
+            verdict = "met" if s["rps"] >= nginx["rps"] else "NOT met"
+            log(f"   target {n}: req/s >= nginx's: {s['rps']:.0f} vs {nginx['rps']:.0f} ({verdict})")
     bad = [n for n in order if result["servers"].get(n, {}).get("summary", {}).get("errors")]
     if bad:
         log(f"   ERRORS (zero expected in every row): {', '.join(bad)}")

@@ -71,13 +71,44 @@ SCENARIOS.update({
                         desc="server RSS growth with 10,000 idle TLS keep-alive connections"),
 })
 SCENARIOS["idle10k"]["idle"] = True
+# The ab commands of the posts our users cite (issue 15), run as the posts ran them: ab is the
+# client (a fixed number of requests, not --duration seconds), pinned to CPU 1 with php-fpm and
+# the back end; Peregrine runs in quick mode, from command-line flags as a new user types them
+# (`--root`, `--fastcgi`, `--proxy /app/=URL`), where nginx has its config file. `ab_args`: what
+# goes before the URL. /app/slow reaches the 4 ms back end (as /slow once --proxy strips /app/).
+AB_POSTS = {
+    "ab_large_c1000": ("/135555.bin", None, "-c 1000 -n 10000", "135,555-byte file"),
+    "ab_phpinfo_c1000": ("/info.php", "php", "-c 1000 -n 10000", "PHP phpinfo() page"),
+    "ab_phpinfo_c50": ("/info.php", "php", "-n 1000 -c 50", "PHP phpinfo() page"),
+    "ab_php_hello_k": ("/hello.php", "php", "-k -n 1000 -c 100", "PHP 'hello world'"),
+    "ab_page_k": ("/663.html", None, "-k -n 10000 -c 100", "663-byte page"),
+    "ab_app_c500": ("/app/slow", "http", "-k -n 20000 -c 500", f"/app/ proxied to a {SLOW_BACKEND_MS} ms back end"),
+    "ab_app_c1000": ("/app/slow", "http", "-k -n 20000 -c 1000", f"/app/ proxied to a {SLOW_BACKEND_MS} ms back end"),
+}
+for _name, (_path, _backend, _ab, _what) in AB_POSTS.items():
+    _args = _ab.split()
+    _sc = dict(path=_path, conns=int(_args[_args.index("-c") + 1]), close="-k" not in _args,
+               length=None if _path == "/info.php" else FILES.get(_path.lstrip("/"), len(HELLO_BODY)),
+               client="ab", ab_args=_args, quick=True, desc=f"ab {_ab}: {_what} (Peregrine in quick mode)")
+    if _backend:
+        _sc["backend"] = _backend
+    if _path == "/info.php":
+        _sc["min_length"] = 10_000
+    elif _path in ("/hello.php", "/app/slow"):
+        _sc["expect"] = HELLO_BODY
+    SCENARIOS[_name] = _sc
 SCENARIO_ORDER = list(SCENARIOS)
 TLS_SCENARIOS = [n for n in SCENARIO_ORDER if SCENARIOS[n].get("tls")]
-SCENARIO_ALIASES = {"proxy_slow": [f"proxy_slow{c}" for c in SLOW_CONCURRENCIES], "tls": TLS_SCENARIOS}
+SCENARIO_ALIASES = {"proxy_slow": [f"proxy_slow{c}" for c in SLOW_CONCURRENCIES], "tls": TLS_SCENARIOS,
+                    "ab": list(AB_POSTS)}
 # The issue's targets for Peregrine (CPU per request against the best of nginx, H2O and lighttpd;
 # h2_php_hello against nginx alone).
 TARGETS = {n: ("best", 0.9) for n in TLS_SCENARIOS if n != "tls_idle10k"}
 TARGETS["h2_php_hello"] = ("nginx", 0.7)
+# The posts' rows guard against regressions: CPU per request at most 0.7x nginx's, and req/s at
+# least nginx's (report.target_lines checks both).
+TARGETS.update({n: ("nginx", 0.7) for n in AB_POSTS})
+RPS_AT_LEAST_NGINX = set(AB_POSTS)
 PHP_FPM_CHILDREN = 8
 AB_REQUESTS = 10_000
 AB_CONCURRENCY = 100

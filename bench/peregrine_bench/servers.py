@@ -270,6 +270,17 @@ class Nginx(Server):
     def backend_blocks(self):
         """(upstream blocks, location blocks) for scenarios with a back end."""
         kind = self.backend_kind()
+        if kind == "php" and SCENARIOS[self.scenario].get("quick"):
+            # The posts' rows: nginx as its guides set up PHP, a new php-fpm connection per
+            # request. With fastcgi_keep_conn, a php-fpm child stays with an idle kept-alive
+            # connection while requests on nginx's other connections wait in php-fpm's backlog:
+            # ab -c 50 then times out on some of them.
+            params = "".join(f"            fastcgi_param {k} {v};\n" for k, v in NGINX_FASTCGI_PARAMS)
+            location = f"""        location ~ \\.php$ {{
+            fastcgi_pass unix:{self.backend.socket_for(self.name)};
+{params}        }}
+"""
+            return "", location
         if kind == "php":
             # keepalive = php-fpm's children: a child stays with a kept-alive connection, so more
             # idle connections than children could never all be served.
@@ -578,7 +589,20 @@ class Peregrine(Server):
     def error_logs(self):
         return [os.path.join(self.workdir, "error.log")] + super().error_logs()
 
+    def quick_command(self, args):
+        """Quick mode, as the posts' rows run it: flags a new user types, no config file."""
+        cmd = [self.binary_path(args), "--listen", f"127.0.0.1:{self.port}", "--workers", "1",
+               "--root", self.docroot, "--access-log", "off", "--error-log", f"{self.workdir}/error.log"]
+        kind = self.backend_kind()
+        if kind == "php":
+            cmd += ["--fastcgi", f"unix:{self.backend.socket_for(self.name)}"]
+        elif kind == "http":
+            cmd += ["--proxy", f"/app/=http://127.0.0.1:{self.backend.port}"]
+        return cmd
+
     def make_command(self, args):
+        if self.scenario and SCENARIOS[self.scenario].get("quick"):
+            return self.quick_command(args)
         w = self.workdir
         kind = self.backend_kind()
         upstreams = ""
