@@ -286,6 +286,13 @@ struct Http2Callbacks {
       return 0;
     }
     c->open_stream(frame->hd.stream_id);
+    if (++c->streams_begun_ >= c->worker_.limits().max_requests_per_connection) {
+      // As for HTTP/1 keep-alive: the connection ends after this many requests. The GOAWAY
+      // names this stream as the last one served, so the client retries later ones elsewhere.
+      c->draining_ = true;
+      nghttp2_submit_goaway(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR,
+                            nullptr, 0);
+    }
     return 0;
   }
 

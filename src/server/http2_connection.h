@@ -124,8 +124,9 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   bool hangup_seen_ = false;
   bool peer_closed_ = false;
   bool draining_ = false;
-  bool calmed_ = false;     // GOAWAY(ENHANCE_YOUR_CALM) submitted
-  bool lingering_ = false;  // GOAWAY out, input dropped until the client closes
+  uint32_t streams_begun_ = 0;  // against limits.max_requests_per_connection
+  bool calmed_ = false;         // GOAWAY(ENHANCE_YOUR_CALM) submitted
+  bool lingering_ = false;      // GOAWAY out, input dropped until the client closes
   bool shut_ = false;
   size_t header_block_bytes_ = 0;  // HEADERS + CONTINUATION payload of the block being read
   bool progress_ = false;          // bytes moved since the timer was last armed

@@ -449,6 +449,27 @@ class TestTimeouts(Http2TestCase):
         self.assertEqual([g.error_code for g in goaways], [SETTINGS_TIMEOUT])
 
 
+class TestRequestsPerConnection(Http2TestCase):
+    limits = "max_requests_per_connection = 3\n"
+
+    def test_goaway_after_the_limit(self):
+        c = self.client()
+        for stream in (1, 3):
+            c.send(c.get(stream, "/file"))
+            headers, body, rst = c.response(stream)
+            self.assertEqual((headers.get(":status"), body, rst), ("200", SMALL, None))
+        c.send(c.get(5, "/file"), c.get(7, "/file"))
+        g = c.goaway()
+        self.assertIsNotNone(g, "GOAWAY once the third stream began")
+        self.assertEqual((g.error_code, g.last_stream_id), (NO_ERROR, 5))
+        headers, body, rst = c.response(5)
+        self.assertEqual((headers.get(":status"), body, rst), ("200", SMALL, None))
+        self.assertTrue(c.closed())
+        # Stream 7 came after the GOAWAY's last stream: never answered.
+        self.assertFalse([f for f in c.frames if isinstance(f, HeadersFrame) and f.stream_id == 7])
+        self.assert_still_serving()
+
+
 class TestGracefulStop(Http2TestCase):
     def test_goaway_then_streams_finish(self):
         c = self.client({SettingsFrame.INITIAL_WINDOW_SIZE: 0})
@@ -467,6 +488,10 @@ class TestGracefulStop(Http2TestCase):
 
 
 class TestClients(Http2TestCase):
+    # h2load sends 2,000 requests per connection and does not reconnect after the GOAWAY that
+    # the default limit (1,000) brings.
+    limits = "max_requests_per_connection = 1000000\n"
+
     def setUp(self):
         require_tool("curl", "curl")
         super().setUp()
