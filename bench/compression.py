@@ -27,45 +27,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peregrine_bench import measure  # noqa: E402
 from peregrine_bench.backends import PhpFpm  # noqa: E402
 from peregrine_bench.common import CLIENT_CPU, SERVER_CPU  # noqa: E402
+from peregrine_bench.pages import wordpress_like_page  # noqa: E402
 from peregrine_bench.load import parse_wrk  # noqa: E402
+from peregrine_bench.procs import free_port  # noqa: E402
 from peregrine_bench.servers import NGINX_FASTCGI_PARAMS  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONNS = 100
-
-
-def wordpress_like_page(size=54 * 1024):
-    """The same generator as tests/integration/test_compression.py: WordPress-shaped markup."""
-    head = ("<!DOCTYPE html>\n<html lang=\"en-US\">\n<head>\n<meta charset=\"UTF-8\">\n"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            "<title>My Blog &#8211; Just another WordPress site</title>\n"
-            "<link rel='stylesheet' id='wp-block-library-css' href='/wp-includes/css/dist/"
-            "block-library/style.min.css?ver=6.4.2' media='all' />\n")
-    out = [head]
-    n = 0
-    total = len(head)
-    while total < size:
-        n += 1
-        post = (f"<article id=\"post-{n}\" class=\"post-{n} post type-post status-publish "
-                f"format-standard hentry category-uncategorized\">\n<header class=\"entry-header\">"
-                f"<h2 class=\"entry-title\"><a href=\"http://example.com/2024/0{n % 9 + 1}/{n}/"
-                f"post-{n}/\" rel=\"bookmark\">Post number {n}: thoughts on {n * 7 % 31} things"
-                f"</a></h2></header>\n<div class=\"entry-content\"><p>Lorem ipsum dolor sit amet, "
-                f"consectetur adipiscing elit {n * 13 % 97}. Sed do eiusmod tempor incididunt ut "
-                f"labore et dolore magna aliqua {n}.</p>\n</div><footer class=\"entry-footer\">"
-                f"<span class=\"posted-on\"><time datetime=\"2024-0{n % 9 + 1}-1{n % 10}\">"
-                f"{n % 28 + 1} March 2024</time></span></footer></article>\n")
-        out.append(post)
-        total += len(post)
-    return "".join(out).encode()[:size]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_port(port, timeout=10.0):

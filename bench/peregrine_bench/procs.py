@@ -215,9 +215,14 @@ def http_get(port, path, timeout=5.0, headers=None):
             if not chunk:
                 break
             data += chunk
-    head, sep, body = bytes(data).partition(b"\r\n\r\n")
+    return parse_response(bytes(data), path)
+
+
+def parse_response(data, path):
+    """(status, headers dict with lower-case names, de-chunked body) of one whole response."""
+    head, sep, body = data.partition(b"\r\n\r\n")
     if not sep:
-        raise BenchError(f"malformed response to GET {path}: {bytes(data[:200])!r}")
+        raise BenchError(f"malformed response to GET {path}: {data[:200]!r}")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split()[1])
     h = {}

@@ -7,7 +7,7 @@ import socket
 import ssl
 
 from .common import BenchError
-from .procs import dechunk, run_cmd
+from .procs import parse_response, run_cmd
 
 
 def make_certificate(directory):
@@ -51,15 +51,5 @@ def https_get(port, path, alpn=("h2", "http/1.1"), timeout=5.0):
                 if not chunk:
                     break
                 data += chunk
-    head, sep, body = bytes(data).partition(b"\r\n\r\n")
-    if not sep:
-        raise BenchError(f"malformed response over TLS to GET {path}: {bytes(data[:200])!r}")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    h = {}
-    for line in lines[1:]:
-        k, _, v = line.partition(":")
-        h[k.strip().lower()] = v.strip()
-    if "chunked" in h.get("transfer-encoding", "").lower():
-        body = dechunk(body)
+    status, h, body = parse_response(bytes(data), path + " over TLS")
     return status, h, body, info

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import ctypes
-import threading
 import time
 import zlib
 
@@ -24,34 +23,12 @@ from harness import (RawClient, ServerTestCase, main, make_config, q,  # noqa: E
 import phpfpm  # noqa: E402
 import test_proxy  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "bench"))
+from peregrine_bench.pages import wordpress_like_page  # noqa: E402
+
 PHP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "php")
 CODINGS = ("gzip", "br", "zstd")
-
-
-def wordpress_like_page(size=54 * 1024):
-    """A home page shaped like WordPress's: head with styles and scripts, then posts."""
-    head = ("<!DOCTYPE html>\n<html lang=\"en-US\">\n<head>\n<meta charset=\"UTF-8\">\n"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            "<title>My Blog &#8211; Just another WordPress site</title>\n"
-            "<link rel='stylesheet' id='wp-block-library-css' href='/wp-includes/css/dist/"
-            "block-library/style.min.css?ver=6.4.2' media='all' />\n")
-    out = [head]
-    n = 0
-    total = len(head)
-    while total < size:
-        n += 1
-        post = (f"<article id=\"post-{n}\" class=\"post-{n} post type-post status-publish "
-                f"format-standard hentry category-uncategorized\">\n<header class=\"entry-header\">"
-                f"<h2 class=\"entry-title\"><a href=\"http://example.com/2024/0{n % 9 + 1}/{n}/"
-                f"post-{n}/\" rel=\"bookmark\">Post number {n}: thoughts on {n * 7 % 31} things"
-                f"</a></h2></header>\n<div class=\"entry-content\"><p>Lorem ipsum dolor sit amet, "
-                f"consectetur adipiscing elit {n * 13 % 97}. Sed do eiusmod tempor incididunt ut "
-                f"labore et dolore magna aliqua {n}.</p>\n</div><footer class=\"entry-footer\">"
-                f"<span class=\"posted-on\"><time datetime=\"2024-0{n % 9 + 1}-1{n % 10}\">"
-                f"{n % 28 + 1} March 2024</time></span></footer></article>\n")
-        out.append(post)
-        total += len(post)
-    return "".join(out).encode()[:size]
 
 
 class _ZstdBuffer(ctypes.Structure):
