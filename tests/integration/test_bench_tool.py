@@ -20,6 +20,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import harness  # noqa: E402
+from nginx_peer import NginxPeer  # noqa: E402
 
 BENCH_BIN = os.environ.get("PEREGRINE_BENCH_BIN") or os.path.join(os.path.dirname(harness.PEREGRINE_BIN),
                                                                    "peregrine-bench")
@@ -523,11 +524,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-class Nginx:
+class Nginx(NginxPeer):
+    """nginx over TLS (h2 and http/1.1 by ALPN) and h2c, logging protocol, status and resumption."""
+
     def __init__(self, tmp, extra_server=""):
-        self.nginx = harness.require_tool("nginx", "Debian package nginx-light", path="/usr/sbin/nginx")
         openssl = harness.require_tool("openssl", "Debian package openssl")
-        self.tmp = tmp
         cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
         subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
                         "-nodes", "-subj", "/CN=localhost", "-days", "2", "-keyout", key, "-out", cert],
@@ -535,70 +536,29 @@ class Nginx:
         root = os.path.join(tmp, "www")
         harness.write_tree(root, {"11.txt": "hello world", "663.html": "p" * 662 + "\n"})
         self.tls_port, self.h2c_port = free_port(), free_port()
-        self.access_log = os.path.join(tmp, "access.log")
-        user = "user root root;" if os.geteuid() == 0 else ""
-        conf = f"""
-{user}
-worker_processes 1;
-daemon off;
-error_log {tmp}/error.log;
-pid {tmp}/nginx.pid;
-events {{ worker_connections 1024; }}
-http {{
-  log_format bench '$server_protocol $status $ssl_session_reused $request_uri';
-  access_log {self.access_log} bench;
-  client_body_temp_path {tmp}; proxy_temp_path {tmp}; fastcgi_temp_path {tmp};
-  uwsgi_temp_path {tmp}; scgi_temp_path {tmp};
+        super().__init__(os.path.join(tmp, "nginx"), f"""
+  ssl_session_cache shared:SSL:1m;
   server {{
     listen 127.0.0.1:{self.tls_port} ssl http2;
     listen 127.0.0.1:{self.h2c_port} http2;
     ssl_certificate {cert};
     ssl_certificate_key {key};
     ssl_protocols TLSv1.2 TLSv1.3;
-    ssl_session_cache shared:SSL:1m;
     root {root};
     {extra_server}
-  }}
-}}
-"""
-        self.conf = os.path.join(tmp, "nginx.conf")
-        with open(self.conf, "w") as f:
-            f.write(conf)
-        self.proc = subprocess.Popen([self.nginx, "-p", tmp, "-c", self.conf, "-e", f"{tmp}/error.log"],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.tls_port), timeout=1).close()
-                socket.create_connection(("127.0.0.1", self.h2c_port), timeout=1).close()
-                break
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"nginx did not start: {self.proc.stderr.read().decode()}\n"
-                                       + open(f"{tmp}/error.log").read())
-                time.sleep(0.05)
+  }}""", [self.tls_port, self.h2c_port],
+                         log_format="$server_protocol $status $ssl_session_reused $request_uri")
 
     def url(self, path, tls=True):
         return f"https://127.0.0.1:{self.tls_port}{path}" if tls else f"http://127.0.0.1:{self.h2c_port}{path}"
 
     def log_lines(self):
+        """The lines logged since the last call."""
         # nginx writes the access log line when the request ends: give the last ones a moment.
         time.sleep(0.2)
-        with open(self.access_log) as f:
-            lines = f.read().splitlines()
+        lines = self.lines()
         open(self.access_log, "w").close()
-        return [line.split() for line in lines]
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        return lines
 
 
 class BenchTlsH2NginxTest(unittest.TestCase):

@@ -14,18 +14,16 @@ import json
 import os
 import re
 import resource
-import shutil
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HERE, RawClient, ServerTestCase, build_request, main, make_config,  # noqa: E402
                      q, PEREGRINE_BIN)
+from nginx_peer import NginxPeer  # noqa: E402
 
 BACKEND = os.path.join(HERE, "backends", "http_backend.py")
 PATTERN = bytes(range(256)) * 256  # what /download sends, repeated
@@ -1030,51 +1028,18 @@ class TestAborts(ProxyTestCase):
 
 class TestNginxUpstream(ProxyTestCase):
     def test_keepalive_pool_against_nginx(self):
-        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-        self.assertTrue(os.path.exists(nginx), "nginx is needed for this test")
         docroot = self.make_root({"page.html": "x" * 663}, name="nginx-root")
         port = free_port()
-        prefix = os.path.join(self.tmp, "nginx")
-        os.makedirs(os.path.join(prefix, "logs"))
-        conf = os.path.join(prefix, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(f"""
-daemon off;
-master_process off;
-pid {prefix}/nginx.pid;
-error_log {prefix}/logs/error.log;
-events {{ worker_connections 1024; }}
-http {{
-  log_format reuse '$connection $connection_requests $request_uri';
-  access_log {prefix}/logs/access.log reuse;
-  client_body_temp_path {prefix}/body;
-  proxy_temp_path {prefix}/proxy;
-  fastcgi_temp_path {prefix}/fastcgi;
-  uwsgi_temp_path {prefix}/uwsgi;
-  scgi_temp_path {prefix}/scgi;
-  keepalive_requests 10000;
-  server {{
-    listen 127.0.0.1:{port};
-    root {docroot};
-  }}
-}}
-""")
-        proc = subprocess.Popen([nginx, "-p", prefix, "-c", conf], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        self.addCleanup(lambda: (proc.terminate(), proc.wait()))
-        def listening():
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        self.wait_for(listening, 5, msg="nginx listening")
+        nginx = NginxPeer(os.path.join(self.tmp, "nginx"),
+                          f"  server {{\n    listen 127.0.0.1:{port};\n    root {docroot};\n  }}", [port])
+        self.addCleanup(nginx.stop)
         srv = self.proxy_to([f"127.0.0.1:{port}"])
         for i in range(50):
             status, headers, body = self.get(srv.port, f"/page.html?i={i}")
             self.assertEqual((status, len(body)), (200, 663))
 
         def logged():  # nginx logs a request just after answering it
-            with open(os.path.join(prefix, "logs", "access.log")) as f:
-                found = [l.split() for l in f if "/page.html" in l]
+            found = nginx.lines("/page.html")
             return found if len(found) >= 50 else None
 
         self.wait_for(logged, 3, msg="nginx's access log lines")

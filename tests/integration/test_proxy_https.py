@@ -9,16 +9,15 @@ cases nginx cannot script (echoing a POST body, closing pooled connections).
 import hashlib
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HERE, ServerTestCase, main, make_config, q, require_tool,  # noqa: E402
                      RawClient)
+from nginx_peer import NginxPeer  # noqa: E402
 
 BACKEND = os.path.join(HERE, "backends", "http_backend.py")
 
@@ -55,63 +54,21 @@ def make_ca(directory, name):
             "key": os.path.join(directory, f"{name}-server.key")}
 
 
-class Nginx:
-    """nginx serving `docroot` over TLS on 127.0.0.1:PORT, logging
-    "$connection $connection_requests $ssl_session_reused $request_uri"."""
+class Nginx(NginxPeer):
+    """nginx serving `docroot` over TLS on 127.0.0.1:PORT; its access log says which connection
+    served each request, its number there and whether the TLS session was resumed."""
 
     def __init__(self, test, docroot, cert, key, extra=""):
-        self.binary = shutil.which("nginx") or "/usr/sbin/nginx"
-        require_tool("nginx", "nginx-light", self.binary)
         self.port = free_port()
-        self.prefix = os.path.join(test.tmp, f"nginx-{self.port}")
-        os.makedirs(os.path.join(self.prefix, "logs"))
-        conf = os.path.join(self.prefix, "nginx.conf")
-        p = self.prefix
-        with open(conf, "w") as f:
-            f.write(f"""
-daemon off;
-master_process off;
-pid {p}/nginx.pid;
-error_log {p}/logs/error.log;
-events {{ worker_connections 1024; }}
-http {{
-  log_format reuse '$connection $connection_requests $ssl_session_reused $request_uri';
-  access_log {p}/logs/access.log reuse;
-  client_body_temp_path {p}/body;
-  proxy_temp_path {p}/proxy;
-  fastcgi_temp_path {p}/fastcgi;
-  uwsgi_temp_path {p}/uwsgi;
-  scgi_temp_path {p}/scgi;
-  keepalive_requests 10000;
+        super().__init__(os.path.join(test.tmp, f"nginx-{self.port}"), f"""
   ssl_session_cache shared:s:1m;
-  {extra}
   server {{
     listen 127.0.0.1:{self.port} ssl;
     ssl_certificate {cert};
     ssl_certificate_key {key};
     root {docroot};
-  }}
-}}
-""")
-        self.proc = subprocess.Popen([self.binary, "-p", p, "-c", conf],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  }}""", [self.port], http_extra=extra)
         test.addCleanup(self.stop)
-
-        def listening():
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", self.port)) == 0
-
-        test.wait_for(listening, 5, msg="nginx listening")
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait()
-
-    def lines(self, marker):
-        """Access-log lines whose URI contains `marker`: [connection, number, reused, uri]."""
-        with open(os.path.join(self.prefix, "logs", "access.log")) as f:
-            return [l.split() for l in f if marker in l]
 
 
 class TlsBackend:
