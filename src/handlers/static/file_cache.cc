@@ -57,6 +57,8 @@ int64_t mtime_ns_of(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
 
+}  // namespace
+
 bool read_whole(int fd, std::string& out, size_t size) {
   out.resize(size);
   size_t done = 0;
@@ -68,8 +70,6 @@ bool read_whole(int fd, std::string& out, size_t size) {
   }
   return true;
 }
-
-}  // namespace
 
 FileCache::FileCache(const Root& root, const MimeTable& mime, CacheOptions options)
     : root_(root), mime_(mime), options_(options) {}

@@ -95,4 +95,8 @@ class FileCache {
   size_t inline_bytes_ = 0;
 };
 
+// Reads `size` bytes of `fd` from offset 0 into `out` (pread, so a shared descriptor's offset
+// stays put); false on an error or a file that shrank.
+bool read_whole(int fd, std::string& out, size_t size);
+
 }  // namespace peregrine::static_files

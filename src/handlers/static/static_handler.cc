@@ -85,16 +85,23 @@ void variant_etag(std::string_view etag, compress::Coding coding, std::string& o
       .append("\"");
 }
 
-bool read_file(int fd, uint64_t size, std::string& out) {
-  out.resize(size);
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n = pread(fd, out.data() + done, size - done, static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
+// 304 or 412 when the request's conditions say so (RFC 9110 section 13.2.2), for a file and
+// for its compressed variants alike; false: serve the representation.
+bool answered_by_preconditions(const http::ConditionalHeaders& conditional,
+                               const http::Validators& validators, std::string_view validator_lines,
+                               Response& response) {
+  switch (http::evaluate_preconditions(conditional, validators, true)) {
+    case http::Precondition::kNotModified:
+      response.set_status(304);
+      response.set_prebuilt_headers(validator_lines);
+      return true;
+    case http::Precondition::kFailed:
+      response.set_status(412);
+      return true;
+    case http::Precondition::kProceed:
+      break;
   }
-  return true;
+  return false;
 }
 
 void append_percent_encoded(std::string& out, std::string_view text) {
@@ -227,17 +234,9 @@ void StaticHandler::serve_file(const Request& request, Response& response,
     if (coding != compress::Coding::kIdentity) {
       if (Ref<Variant> variant = variant_for(original, coding)) {
         http::Validators validators{variant->etag, original.mtime};
-        switch (http::evaluate_preconditions(headers.conditional, validators, true)) {
-          case http::Precondition::kNotModified:
-            response.set_status(304);
-            response.set_prebuilt_headers(variant->validator_lines());
-            return;
-          case http::Precondition::kFailed:
-            response.set_status(412);
-            return;
-          case http::Precondition::kProceed:
-            break;
-        }
+        if (answered_by_preconditions(headers.conditional, validators, variant->validator_lines(),
+                                      response))
+          return;
         // The variant stays alive in the cache until this request's bytes are queued: nothing
         // else runs on this worker before the connection copies borrowed bytes.
         response.set_status(200);
@@ -249,17 +248,8 @@ void StaticHandler::serve_file(const Request& request, Response& response,
   }
 
   http::Validators validators{file->etag, file->mtime};
-  switch (http::evaluate_preconditions(headers.conditional, validators, true)) {
-    case http::Precondition::kNotModified:
-      response.set_status(304);
-      response.set_prebuilt_headers(file->validator_lines());
-      return;
-    case http::Precondition::kFailed:
-      response.set_status(412);
-      return;
-    case http::Precondition::kProceed:
-      break;
-  }
+  if (answered_by_preconditions(headers.conditional, validators, file->validator_lines(), response))
+    return;
 
   if (headers.range && request.method == Method::kGet &&
       (!headers.if_range || http::if_range_matches(*headers.if_range, validators))) {
@@ -325,7 +315,7 @@ Ref<Variant> StaticHandler::variant_for(const CachedFile& file, compress::Coding
   if (file.inline_content) {
     source = file.content;
   } else {
-    if (!file.file || !read_file(file.file->fd(), file.size, read)) return {};
+    if (!file.file || !read_whole(file.file->fd(), read, file.size)) return {};
     source = read;
   }
   Ref<Variant> v(new Variant);
