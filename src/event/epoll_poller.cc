@@ -10,7 +10,9 @@ namespace peregrine::event {
 namespace {
 
 uint32_t to_epoll(uint32_t interest) {
-  uint32_t events = EPOLLRDHUP;
+  // EPOLLRDHUP tells a connection its peer closed; epoll refuses it beside EPOLLEXCLUSIVE, and
+  // a listening socket has no peer anyway.
+  uint32_t events = (interest & kExclusive) ? EPOLLEXCLUSIVE : EPOLLRDHUP;
   if (interest & kReadable) events |= EPOLLIN;
   if (interest & kWritable) events |= EPOLLOUT;
   if (interest & kEdgeTriggered) events |= EPOLLET;

@@ -11,6 +11,9 @@ enum Interest : uint32_t {
   kReadable = 1u << 0,
   kWritable = 1u << 1,
   kEdgeTriggered = 1u << 2,  // report a change of readiness once, not while it lasts
+  // Of the pollers watching this one descriptor, wake one rather than all (a listening socket
+  // every worker shares). Only when the descriptor is added; never modified afterwards.
+  kExclusive = 1u << 3,
 };
 
 enum Readiness : uint32_t {

@@ -294,7 +294,9 @@ void Worker::stop_now() {
 
 void Worker::run() {
   for (auto& l : listeners_) {
-    if (!poller_->add(l->fd(), event::kReadable, l.get()))
+    // A unix-socket listener is one socket shared by every worker (TCP ones are per worker,
+    // SO_REUSEPORT): without kExclusive each connection would wake them all.
+    if (!poller_->add(l->fd(), event::kReadable | event::kExclusive, l.get()))
       LOG_ERROR("worker %d: cannot watch a listening socket: %s", id_, std::strerror(errno));
   }
   poller_->add(mailbox_->fd(), event::kReadable, mailbox_.get());
