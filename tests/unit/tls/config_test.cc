@@ -44,45 +44,34 @@ tls = { certificate = "one.pem", key = "one.key", hsts = { max_age = "365d", pre
   EXPECT_EQ(config->sites[0].tls.hsts, "max-age=31536000; preload");
 }
 
-TEST_F(TlsConfigTest, MissingFile) {
-  EXPECT_EQ(error(R"([[site]]
-root = "www"
-tls = { certificate = "nope.pem", key = "one.key" }
-)")
-                .substr(0, 70),
-            "3:23: cannot read site.tls.certificate 'nope.pem': No such file or dir");
-}
-
-TEST_F(TlsConfigTest, KeyThatDoesNotMatchIsReportedAtTheKey) {
-  EXPECT_EQ(error(R"([[site]]
-root = "www"
-tls = { certificate = "one.pem", key = "two.key" }
-)"),
-            "3:40: the key does not match the certificate (hint: name the key file that belongs "
-            "to '" +
-                dir_.path("one.pem") + "')");
-}
-
-TEST_F(TlsConfigTest, UnreadableChain) {
-  std::string e = error(R"([[site]]
-root = "www"
-tls = { certificate = "garbage.pem", key = "one.key" }
-)");
-  EXPECT_EQ(e.substr(0, 62), "3:23: no certificate could be read from the chain file (bad ba");
-  EXPECT_NE(e.find("(hint: the file holds the site's certificate first"), std::string::npos);
-}
-
-TEST_F(TlsConfigTest, TwoCertificatesOfOneKeyType) {
-  EXPECT_EQ(error(R"([[site]]
-root = "www"
-tls = { certificates = [{ certificate = "one.pem", key = "one.key" },
-                        { certificate = "one.pem", key = "one.key" }] }
-)"),
-            "4:41: the site already has a certificate with a ECDSA key (hint: one certificate "
-            "per key type (one ECDSA and one RSA at most))");
-}
-
-TEST_F(TlsConfigTest, TlsListenerWithoutCertificate) {
+// Each mistake is reported at the key that holds it, with what to do about it.
+TEST_F(TlsConfigTest, ErrorsAtTheirPositionWithHints) {
+  struct Case {
+    const char* what;
+    const char* site_tls;  // the [[site]]'s tls = ... line (line 3), or a whole file
+    std::string starts_with;
+    std::string contains;
+  };
+  const Case cases[] = {
+      {"missing file", R"(tls = { certificate = "nope.pem", key = "one.key" })",
+       "3:23: cannot read site.tls.certificate 'nope.pem': No such file or dir", ""},
+      {"key of another certificate", R"(tls = { certificate = "one.pem", key = "two.key" })",
+       "3:40: the key does not match the certificate",
+       "(hint: name the key file that belongs to '" + dir_.path("one.pem") + "')"},
+      {"unreadable chain", R"(tls = { certificate = "garbage.pem", key = "one.key" })",
+       "3:23: no certificate could be read from the chain file (bad ba",
+       "(hint: the file holds the site's certificate first"},
+      {"two certificates of one key type",
+       "tls = { certificates = [{ certificate = \"one.pem\", key = \"one.key\" },\n"
+       "                        { certificate = \"one.pem\", key = \"one.key\" }] }",
+       "4:41: the site already has a certificate with a ECDSA key",
+       "(hint: one certificate per key type (one ECDSA and one RSA at most))"},
+  };
+  for (const Case& c : cases) {
+    std::string e = error(std::string("[[site]]\nroot = \"www\"\n") + c.site_tls + "\n");
+    EXPECT_EQ(e.substr(0, c.starts_with.size()), c.starts_with) << c.what;
+    EXPECT_NE(e.find(c.contains), std::string::npos) << c.what << ": " << e;
+  }
   EXPECT_EQ(error(R"(listen = [{ address = "127.0.0.1:8443", tls = true }]
 [[site]]
 root = "www"
