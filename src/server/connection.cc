@@ -322,6 +322,7 @@ void Connection::handle_request(size_t head_length) {
   request.secure = tls_ != nullptr;
 
   const Selection selection = worker_.routes().select(request);
+  if (selection.access && requests_ == 1 && refuse_connection(request, selection)) return;
   if (!selection.route && selection.refused()) {
     respond_error(selection.status, &request, selection.site);
     return;
@@ -363,8 +364,23 @@ void Connection::answer(Request& request, const Selection& selection) {
   } else {
     response.set_status(selection.status);
     if (!selection.allow.empty()) response.add_header("Allow", selection.allow);
+    access::add_retry_after(response, selection.retry_after);
   }
   send_response(request, response, selection.site);
+}
+
+// Over a per-address connection limit (access/check.h): the limit's status, and the close.
+bool Connection::refuse_connection(Request& request, const Selection& selection) {
+  const int status = access::count_connection(
+      *selection.access, request, worker_.clock().monotonic_ms * int64_t{1000}, &counted_);
+  if (status == 0) return false;
+  Response& response = worker_.scratch_response();
+  response.clear();
+  response.set_status(status);
+  response.close_connection();
+  linger_on_close_ = true;  // a body may be on its way
+  send_response(request, response, selection.site);
+  return true;
 }
 
 // ---- The request body ------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "access/check.h"
 #include "event/poller.h"
 #include "event/timer_list.h"
 #include "handlers/stream_handler.h"
@@ -153,6 +154,9 @@ class Connection final : public event::Pollable,
   } local_{};
   socklen_t local_len_ = 0;
   std::unique_ptr<tls::Stream> tls_;  // null on a plain connection
+  // Counted in per-address connection limits (by its first request); null when none applies.
+  std::unique_ptr<access::ConnectionCount> counted_;
+  bool refuse_connection(Request& request, const Selection& selection);
   // Keeps the TLS contexts' callbacks' data (in the route table) alive during the handshake.
   Ref<RouteTable> handshake_routes_;
 };

@@ -911,6 +911,18 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
     return;
   }
   s.selection = s.routes->select(s.request);
+  if (!first_stream_seen_) {  // per-address connection limits count by the first request
+    first_stream_seen_ = true;
+    if (s.selection.access) {
+      if (int status =
+              access::count_connection(*s.selection.access, s.request,
+                                       worker_.clock().monotonic_ms * int64_t{1000}, &counted_)) {
+        respond_status(s, status);
+        drain();
+        return;
+      }
+    }
+  }
   if (!s.selection.route && s.selection.refused()) {
     respond_status(s, s.selection.status);
     return;
@@ -1005,6 +1017,7 @@ void Http2Connection::answer(Http2Stream& s) {
   } else {
     response.set_status(s.selection.status);
     if (!s.selection.allow.empty()) response.add_header("Allow", s.selection.allow);
+    access::add_retry_after(response, s.selection.retry_after);
   }
   respond_complete(s, response);
 }
