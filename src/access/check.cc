@@ -121,6 +121,14 @@ Decision check(const Options& options, const Request& request, int64_t now_us) {
   return decision;
 }
 
+int64_t timer_duration_ms(int64_t delay_ms) {
+  auto up = [](int64_t value, int64_t step) { return (value + step - 1) / step * step; };
+  if (delay_ms <= 100) return up(delay_ms, 10);
+  if (delay_ms <= 1000) return up(delay_ms, 50);
+  if (delay_ms <= 10'000) return up(delay_ms, 500);
+  return up(delay_ms, 5000);
+}
+
 void add_retry_after(Response& response, uint32_t seconds) {
   if (seconds == 0) return;
   char digits[12];

@@ -35,6 +35,10 @@ std::string_view key_of(const Limit& limit, const Request& request, char (&buffe
 
 Decision check(const Options& options, const Request& request, int64_t now_us);
 
+// The timer a delayed request waits on: delays are rounded up (10 ms steps to 100 ms, 50 ms to
+// 1 s, 500 ms to 10 s, then 5 s), so a worker keeps few timer lists, each sorted by arrival.
+int64_t timer_duration_ms(int64_t delay_ms);
+
 // Retry-After on a refusal by a rate limit (0: none).
 void add_retry_after(Response& response, uint32_t seconds);
 

@@ -190,6 +190,20 @@ class LimitsTest(ServerTestCase):
             self.assertEqual(get(conn, "/slow/f.txt")[0], 200)
         self.assertGreater(time.monotonic() - t0, 0.35)
 
+    def test_delay_mode_with_pipelined_requests_and_a_body(self):
+        srv = self.start_config_top()
+        with self.raw(srv.port) as c:
+            t0 = time.monotonic()
+            c.send(harness.build_request("GET", "/slow/f.txt")
+                   + harness.build_request("POST", "/slow/f.txt", body=b"x" * 5000)
+                   + harness.build_request("GET", "/slow/f.txt"))
+            statuses = [c.read_response().status for _ in range(3)]
+            elapsed = time.monotonic() - t0
+        self.assertEqual(statuses[0], 200)
+        self.assertEqual(statuses[1], 405, "the body was read and dropped after the wait")
+        self.assertEqual(statuses[2], 200)
+        self.assertGreater(elapsed, 0.15, "the second and third waited 100 and 200 ms")
+
     def test_connections_per_address(self):
         srv = self.start_config_top()
         first, second = connect(srv.port, "127.0.0.8"), connect(srv.port, "127.0.0.8")
