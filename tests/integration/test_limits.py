@@ -7,6 +7,7 @@ import http.client
 import os
 import re
 import socket
+import sys
 import threading
 import time
 import unittest
@@ -125,6 +126,9 @@ class LimitsTest(ServerTestCase):
         for source, r in results.items():
             # The bucket starts full (burst + 1), then one request per 20 ms.
             expected = 6 + 50 * elapsed
+            print(f"\n  {source}: {r['ok']} accepted, {r['refused']} refused in {elapsed:.2f} s; "
+                  f"expected {expected:.0f} ({(r['ok'] / expected - 1) * 100:+.1f} %)",
+                  file=sys.stderr)
             self.assertGreater(r["refused"], r["ok"], f"{source}: the clients must outpace 50 r/s")
             self.assertLessEqual(abs(r["ok"] - expected) / expected, 0.10,
                                  f"{source}: {r['ok']} accepted in {elapsed:.2f}s, expected "
