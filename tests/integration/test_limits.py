@@ -7,6 +7,7 @@ import http.client
 import os
 import re
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -236,6 +237,40 @@ class LimitsTest(ServerTestCase):
         second.close()
         other.close()
         self.assertIn('limit "conns": refusing connections over 2 from 127.0.0.8', srv.stderr())
+
+    def test_http2_refusals_carry_retry_after(self):
+        harness.require_tool("curl", "curl")
+        root = self.make_root({"key/f.txt": "key\n", "conn/f.txt": "conn\n"})
+        text = harness.make_config(root, workers=2, routes=ROUTES + harness.STATIC_FALLBACK)
+        text = text.replace("[[site]]\n", LIMITS + "\n[[site]]\n", 1)
+        text = text.replace('listen = ["127.0.0.1:0"]',
+                            'listen = [{ address = "127.0.0.1:0", http2 = true }]', 1)
+        srv = self.start_config(text)
+        url = f"http://127.0.0.1:{srv.port}/key/f.txt"
+        # Three HTTP/2 requests with the same key (one connection each: curl 7.88 fails to reuse a
+        # prior-knowledge connection, with main's binary too): one passes.
+        heads = ""
+        for _ in range(3):
+            out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-H", "X-Api-Key: h2",
+                                  "-o", "/dev/null", "-D", "-", url],
+                                 capture_output=True, text=True, timeout=20)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            heads += out.stdout
+        statuses = re.findall(r"^HTTP/2 (\d+)", heads, re.M)
+        self.assertEqual(statuses, ["200", "429", "429"], heads)
+        self.assertRegex(heads, r"(?mi)^retry-after: 1\r?$")
+        # Connection limit over HTTP/2: with two HTTP/1 connections of 127.0.0.11 open, the
+        # first stream of a third connection gets 503 (and the connection a GOAWAY).
+        held = [connect(srv.port, "127.0.0.11") for _ in range(2)]
+        for c in held:
+            self.assertEqual(get(c, "/conn/f.txt")[0], 200)
+        out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null",
+                              "-w", "%{http_code}", "--interface", "127.0.0.11",
+                              f"http://127.0.0.1:{srv.port}/conn/f.txt"],
+                             capture_output=True, text=True, timeout=20)
+        self.assertEqual(out.stdout, "503", out.stderr)
+        for c in held:
+            c.close()
 
     def test_reload_keeps_limits_working(self):
         srv = self.start_config_top()
