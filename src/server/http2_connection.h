@@ -93,6 +93,8 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   void retire(Http2Stream& s);
   void on_request_head(Http2Stream& s, bool end_stream);
   void on_request_end(Http2Stream& s);
+  void start_handling(Http2Stream& s);
+  void resume_delayed(Http2Stream& s);
   void on_data(Http2Stream& s, const uint8_t* data, size_t size);
   void deliver(Http2Stream& s, std::string_view bytes, bool last);
   void answer(Http2Stream& s);

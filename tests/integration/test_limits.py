@@ -272,6 +272,31 @@ class LimitsTest(ServerTestCase):
         for c in held:
             c.close()
 
+    def test_http2_delay_mode(self):
+        harness.require_tool("curl", "curl")
+        root = self.make_root({"slow/f.txt": "slow\n"})
+        text = harness.make_config(root, workers=2, routes=ROUTES + harness.STATIC_FALLBACK)
+        text = text.replace("[[site]]\n", LIMITS + "\n[[site]]\n", 1)
+        text = text.replace('listen = ["127.0.0.1:0"]',
+                            'listen = [{ address = "127.0.0.1:0", http2 = true }]', 1)
+        srv = self.start_config(text)
+        url = f"http://127.0.0.1:{srv.port}/slow/f.txt"
+        # Four requests at once (a POST with a body among them): they leave 100 ms apart.
+        cmds = [["curl", "-sS", "--http2-prior-knowledge", "--interface", "127.0.0.12", "-o",
+                 "/dev/null", "-w", "%{http_code} %{time_total}", url] for _ in range(3)]
+        cmds.append(["curl", "-sS", "--http2-prior-knowledge", "--interface", "127.0.0.12",
+                     "--data-binary", "x" * 70000, "-o", "/dev/null", "-w",
+                     "%{http_code} %{time_total}", url])
+        t0 = time.monotonic()
+        procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for c in cmds]
+        results = [p.communicate(timeout=20) for p in procs]
+        elapsed = time.monotonic() - t0
+        codes = sorted(out.split()[0] for out, _ in results)
+        self.assertEqual(codes, ["200", "200", "200", "405"], results)
+        # Whenever the first arrived, the fourth left 300 ms after it (none was refused).
+        self.assertGreater(elapsed, 0.28, results)
+
     def test_reload_keeps_limits_working(self):
         srv = self.start_config_top()
         conn = connect(srv.port, "127.0.0.10")
