@@ -154,3 +154,19 @@ TEST(AccessRate, Parse) {
 
 }  // namespace
 }  // namespace peregrine::access
+
+namespace peregrine::access {
+namespace {
+
+TEST(AccessDelay, TimerDurationsRoundUpToFewLists) {
+  EXPECT_EQ(timer_duration_ms(1), 10);
+  EXPECT_EQ(timer_duration_ms(100), 100);
+  EXPECT_EQ(timer_duration_ms(101), 150);
+  EXPECT_EQ(timer_duration_ms(1000), 1000);
+  EXPECT_EQ(timer_duration_ms(1001), 1500);
+  EXPECT_EQ(timer_duration_ms(10'001), 15'000);
+  for (int64_t d = 1; d < 60'000; d += 7) EXPECT_GE(timer_duration_ms(d), d);
+}
+
+}  // namespace
+}  // namespace peregrine::access
