@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "access/options.h"
 #include "compress/options.h"
 #include "core/log.h"
 #include "core/regex.h"
@@ -233,6 +234,7 @@ struct Route {
   ProxyOptions proxy;
   std::vector<std::string> methods;  // allowed methods; empty = the handler's default
   compress::Options compress;        // the site's, overridden by the route's `compress`
+  access::Options access;            // the site's, overridden by the route's `access`/`limit`
   SourcePos pos;
 };
 
@@ -279,6 +281,7 @@ struct Site {
   AccessLog access_log;
   SiteTls tls;
   compress::Options compress;  // on-the-fly compression, inherited by the site's routes
+  access::Options access;      // allow/deny rules and limits (docs/access.md)
   SourcePos pos;
 };
 
@@ -298,6 +301,7 @@ struct Config {
   TlsOptions tls;
   std::map<std::string, std::string> mime_types;  // extension (no dot, lower-case) -> type
   std::vector<UpstreamGroup> upstreams;           // named and implicit groups
+  access::Definitions access;                     // the [[limit]] tables
   std::vector<Site> sites;
   size_t default_site = 0;  // index into sites
 };

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "access/config.h"
 #include "compress/config.h"
 #include "config/config.h"
 #include "config/listen_address.h"
@@ -48,7 +49,7 @@ constexpr int64_t kMaxConnections = 1 << 20;
 
 const std::vector<std::string_view> kTopKeys = {
     "listen",        "workers", "user",       "group",    "pid_file", "error_log", "log_level",
-    "server_header", "limits",  "mime_types", "upstream", "site",     "tls"};
+    "server_header", "limits",  "mime_types", "upstream", "site",     "tls",       "limit"};
 const std::vector<std::string_view> kLimitKeys = {
     "header_timeout",   "keepalive_timeout", "body_timeout",
     "send_timeout",     "shutdown_timeout",  "max_connections",
@@ -70,6 +71,8 @@ const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "error_pages",
                                                  "tls",
                                                  "compress",
+                                                 "access",
+                                                 "limit",
                                                  "route"};
 const std::vector<std::string_view> kMatchKeys = {"exact", "prefix", "extension", "regex"};
 
@@ -293,6 +296,9 @@ bool read_route(RouteContext& context, const toml::table& table, Route* route) {
   route->compress = context.site.compress;
   if (const toml::node* node = table.get("compress"))
     compress::read_options(reader, *node, "site.route.compress", &route->compress);
+  route->access = context.site.access;
+  if (context.limits)
+    access::read_options(reader, table, *context.limits, "site.route", &route->access);
 
   if (const toml::node* node = table.get("methods")) {
     std::vector<std::pair<std::string, const toml::node*>> methods;
@@ -489,7 +495,9 @@ class Loader {
       }
     }
 
-    // Groups before sites: routes refer to them by name.
+    // Limits and groups before sites: sites and routes refer to them by name.
+    if (const toml::node* node = root.get("limit"))
+      access::read_limits(reader_, *node, &config_.access);
     if (const toml::node* node = root.get("upstream")) {
       upstream::read_groups(reader_, *node, &config_);
     }
@@ -683,6 +691,7 @@ class Loader {
       static_files::read_option(reader_, table, key, "site.", &site.static_files);
     if (const toml::node* node = table.get("compress"))
       compress::read_options(reader_, *node, "site.compress", &site.compress);
+    access::read_options(reader_, table, config_.access, "site", &site.access);
 
     if (const toml::node* node = table.get("access_log")) {
       std::string value;
@@ -725,7 +734,7 @@ class Loader {
       if (routes != nullptr && (routes->empty() || routes->is_array_of_tables())) {
         for (const toml::node& element : *routes) {
           Route route;
-          RouteContext context{reader_, site, groups_};
+          RouteContext context{reader_, site, groups_, &config_.access};
           if (read_route(context, *element.as_table(), &route))
             site.routes.push_back(std::move(route));
         }
@@ -748,6 +757,7 @@ class Loader {
       route.pattern = "/";
       route.static_files = site.static_files;
       route.compress = site.compress;
+      route.access = site.access;
       route.pos = site.pos;
       if (route.static_files.root.empty() && table.get("root") == nullptr) {
         reader_.error(site.pos, "site has neither a 'root' nor any [[site.route]]",

@@ -23,8 +23,9 @@ namespace peregrine::config {
 // What a handler's reader gets besides its route's table.
 struct RouteContext {
   Reader& reader;
-  const Site& site;               // the route's site (its root and static defaults)
-  upstream::RouteGroups& groups;  // upstream groups, for the routes that name one
+  const Site& site;                             // the route's site (its root and static defaults)
+  upstream::RouteGroups& groups;                // upstream groups, for the routes that name one
+  const access::Definitions* limits = nullptr;  // the [[limit]]s routes may name
 };
 
 struct RouteHandlerReader {

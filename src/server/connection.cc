@@ -190,8 +190,9 @@ void Connection::on_readable() {
       read_blocked_ = true;  // back-pressure: read no more until the client takes what we wrote
       return;
     }
-    if (state_ == State::kExchange &&
-        (flight_->body_paused || (flight_->body.done() && !flight_->tunnel))) {
+    if (state_ == State::kDelayed ||
+        (state_ == State::kExchange &&
+         (flight_->body_paused || (flight_->body.done() && !flight_->tunnel)))) {
       read_blocked_ = true;  // read the next request once this one is answered
       return;
     }
@@ -272,7 +273,9 @@ void Connection::process() {
   // The scratch queue is shared by the worker's connections: never leave bytes in it.
   if (!worker_.scratch_output().empty()) queue_scratch_output();
   if (state_ == State::kClosed || pending_ || state_ == State::kExchange) return;
-  if (!keep_alive_ && state_ != State::kLinger && state_ != State::kBody) finish_closing();
+  if (!keep_alive_ && state_ != State::kLinger && state_ != State::kBody &&
+      state_ != State::kDelayed)
+    finish_closing();
 }
 
 bool Connection::process_head() {
@@ -322,10 +325,19 @@ void Connection::handle_request(size_t head_length) {
   request.secure = tls_ != nullptr;
 
   const Selection selection = worker_.routes().select(request);
+  if (selection.access && requests_ == 1 && refuse_connection(request, selection)) return;
   if (!selection.route && selection.refused()) {
     respond_error(selection.status, &request, selection.site);
     return;
   }
+  if (selection.delay_ms > 0) {
+    delay_request(request, selection);
+    return;
+  }
+  dispatch(request, selection);
+}
+
+void Connection::dispatch(Request& request, const Selection& selection) {
   if (selection.route && selection.route->stream) {
     start_exchange(request, selection);
     return;
@@ -363,8 +375,47 @@ void Connection::answer(Request& request, const Selection& selection) {
   } else {
     response.set_status(selection.status);
     if (!selection.allow.empty()) response.add_header("Allow", selection.allow);
+    access::add_retry_after(response, selection.retry_after);
   }
   send_response(request, response, selection.site);
+}
+
+// A rate limit's delay mode: the request waits, held like one whose body is coming, while the
+// connection reads nothing more; then it goes on as if it had just arrived.
+void Connection::delay_request(const Request& request, const Selection& selection) {
+  hold_request(request, selection).selection.delay_ms = 0;
+  state_ = State::kDelayed;
+  worker_.upstream_timers.arm(timer, access::timer_duration_ms(selection.delay_ms),
+                              worker_.clock().monotonic_ms);
+}
+
+void Connection::resume_delayed() {
+  std::unique_ptr<InFlight> held = std::move(flight_);
+  state_ = State::kHead;
+  dispatch(held->request, held->selection);
+  event::dispose_later(held.release());  // the request's route table outlives this event
+  process();  // the answer goes out; a body or pipelined requests already read are taken
+  if (state_ == State::kClosed || pending_) return;
+  if (read_blocked_) {
+    read_blocked_ = false;
+    on_readable();
+    return;
+  }
+  if (state_ == State::kHead) become_idle_or_wait();
+}
+
+// Over a per-address connection limit (access/check.h): the limit's status, and the close.
+bool Connection::refuse_connection(Request& request, const Selection& selection) {
+  const int status = access::count_connection(
+      *selection.access, request, worker_.clock().monotonic_ms * int64_t{1000}, &counted_);
+  if (status == 0) return false;
+  Response& response = worker_.scratch_response();
+  response.clear();
+  response.set_status(status);
+  response.close_connection();
+  linger_on_close_ = true;  // a body may be on its way
+  send_response(request, response, selection.site);
+  return true;
 }
 
 // ---- The request body ------------------------------------------------------------------------
@@ -659,6 +710,10 @@ void Connection::finish_closing() {
 
 void Connection::on_timeout() {
   if (state_ == State::kClosed) return;
+  if (state_ == State::kDelayed) {
+    resume_delayed();
+    return;
+  }
   bool mid_request =
       !pending_ && ((state_ == State::kHead && start_ < end_) || state_ == State::kBody ||
                     (state_ == State::kExchange && !flight_->head_sent && !flight_->body.done()));

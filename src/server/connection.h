@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "access/check.h"
 #include "event/poller.h"
 #include "event/timer_list.h"
 #include "handlers/stream_handler.h"
@@ -65,6 +66,7 @@ class Connection final : public event::Pollable,
     kBody,      // reading a request body (InFlight): kept for a handler that wants it, else dropped
     kExchange,  // an asynchronous handler owns the request (InFlight); the body streams to it
     kLinger,    // response sent, write side shut: draining what the client still sends
+    kDelayed,   // a rate limit holds the request (InFlight) until the timer fires
     kClosed,
   };
   // How a response's body is delimited on the wire.
@@ -153,6 +155,12 @@ class Connection final : public event::Pollable,
   } local_{};
   socklen_t local_len_ = 0;
   std::unique_ptr<tls::Stream> tls_;  // null on a plain connection
+  // Counted in per-address connection limits (by its first request); null when none applies.
+  std::unique_ptr<access::ConnectionCount> counted_;
+  bool refuse_connection(Request& request, const Selection& selection);
+  void dispatch(Request& request, const Selection& selection);
+  void delay_request(const Request& request, const Selection& selection);
+  void resume_delayed();
   // Keeps the TLS contexts' callbacks' data (in the route table) alive during the handshake.
   Ref<RouteTable> handshake_routes_;
 };

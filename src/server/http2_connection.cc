@@ -40,8 +40,15 @@ bool status_has_body(int status) {
 
 // One request/response exchange on a connection. Objects (and their buffers) are reused per
 // thread: a stream costs no allocation once warm.
-class Http2Stream final : public Downstream {
+class Http2Stream final : public Downstream, public event::TimerOwner {
  public:
+  // A rate limit's delay mode: the stream waits on `delay_timer`, its DATA held unconsumed.
+  void on_timeout() override {
+    if (conn && delayed) conn->resume_delayed(*this);
+  }
+  event::TimerNode delay_timer;
+  bool delayed = false;
+
   // ---- Downstream ----
   void resume_body() override;
   void respond(Response& response) override;
@@ -153,6 +160,8 @@ thread_local std::string held_scratch;
 void Http2Stream::reset(Http2Connection* connection, int32_t stream_id) {
   conn = connection;
   id = stream_id;
+  delay_timer.owner = this;
+  delayed = false;
   prev = next = nullptr;
   head.reset();
   request.clear();
@@ -880,6 +889,8 @@ Http2Stream* Http2Connection::open_stream(int32_t id) {
 }
 
 void Http2Connection::retire(Http2Stream& s) {
+  event::TimerList::disarm(s.delay_timer);
+  s.delayed = false;
   if (s.prev)
     s.prev->next = s.next;
   else
@@ -918,10 +929,53 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
     return;
   }
   s.selection = s.routes->select(s.request);
+  if (!first_stream_seen_) {  // per-address connection limits count by the first request
+    first_stream_seen_ = true;
+    if (s.selection.access) {
+      if (int status =
+              access::count_connection(*s.selection.access, s.request,
+                                       worker_.clock().monotonic_ms * int64_t{1000}, &counted_)) {
+        respond_status(s, status);
+        drain();
+        return;
+      }
+    }
+  }
   if (!s.selection.route && s.selection.refused()) {
     respond_status(s, s.selection.status);
     return;
   }
+  if (s.selection.delay_ms > 0) {
+    s.delayed = true;
+    worker_.upstream_timers.arm(s.delay_timer, access::timer_duration_ms(s.selection.delay_ms),
+                                worker_.clock().monotonic_ms);
+    return;
+  }
+  start_handling(s);
+}
+
+// Once the wait is over the stream goes on as if its head had just arrived; the DATA that came
+// meanwhile goes to the handler's buffer or the exchange, and only then is its window opened.
+void Http2Connection::resume_delayed(Http2Stream& s) {
+  s.delayed = false;
+  if (s.answered) return;
+  const bool was_in_event = in_event_;
+  in_event_ = true;
+  const bool streamed = s.selection.route && s.selection.route->stream;
+  if (!streamed) {
+    if (s.selection.route && s.selection.route->handler->wants_body()) s.body.append(s.held);
+    consume(s.id, s.held.size());
+    s.held.clear();
+    s.held_last = false;
+  }
+  start_handling(s);
+  if (streamed && s.conn && s.exchange && s.request.has_body() && (!s.held.empty() || s.held_last))
+    deliver(s, {}, false);
+  in_event_ = was_in_event;
+  if (!in_event_) settle();
+}
+
+void Http2Connection::start_handling(Http2Stream& s) {
   s.handling = true;
   if (s.selection.route && s.selection.route->stream) {
     s.request.local = local_address();
@@ -937,6 +991,10 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
 }
 
 void Http2Connection::on_request_end(Http2Stream& s) {
+  if (s.delayed) {
+    s.held_last = true;
+    return;
+  }
   if (s.exchange) {
     if (!s.request.has_body()) return;  // an exchange hears of a body only when there is one
     if (s.body_paused || !s.held.empty()) {
@@ -952,13 +1010,19 @@ void Http2Connection::on_request_end(Http2Stream& s) {
 void Http2Connection::on_data(Http2Stream& s, const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   s.body_received += size;
-  if (s.body_refused || !s.handling) {
+  if (s.body_refused || (!s.handling && !s.delayed)) {
     consume(s.id, size);
     return;
   }
   if (s.body_received > worker_.limits().max_body_bytes) {
     s.body_refused = true;
     consume(s.id, size);
+    if (s.delayed) {  // its wait ends with the 413
+      event::TimerList::disarm(s.delay_timer);
+      s.delayed = false;
+      consume(s.id, s.held.size());
+      s.held.clear();
+    }
     if (Exchange* exchange = s.exchange) {
       s.exchange = nullptr;
       exchange->on_abort();
@@ -969,6 +1033,10 @@ void Http2Connection::on_data(Http2Stream& s, const uint8_t* data, size_t size) 
       s.log(s.body_bytes_sent);
       nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_CANCEL);
     }
+    return;
+  }
+  if (s.delayed) {
+    s.held.append(bytes);  // its window stays closed until the wait is over
     return;
   }
   if (s.exchange) {
@@ -1012,6 +1080,7 @@ void Http2Connection::answer(Http2Stream& s) {
   } else {
     response.set_status(s.selection.status);
     if (!s.selection.allow.empty()) response.add_header("Allow", s.selection.allow);
+    access::add_retry_after(response, s.selection.retry_after);
   }
   respond_complete(s, response);
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "access/check.h"
 #include "event/poller.h"
 #include "event/timer_list.h"
 #include "peregrine/response.h"
@@ -92,6 +93,8 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   void retire(Http2Stream& s);
   void on_request_head(Http2Stream& s, bool end_stream);
   void on_request_end(Http2Stream& s);
+  void start_handling(Http2Stream& s);
+  void resume_delayed(Http2Stream& s);
   void on_data(Http2Stream& s, const uint8_t* data, size_t size);
   void deliver(Http2Stream& s, std::string_view bytes, bool last);
   void answer(Http2Stream& s);
@@ -109,6 +112,9 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   const ListenerOptions& listener_;
   int fd_;
   std::unique_ptr<tls::Stream> tls_;
+  // Counted in per-address connection limits (by its first stream); null when none applies.
+  std::unique_ptr<access::ConnectionCount> counted_;
+  bool first_stream_seen_ = false;
   nghttp2_session* session_ = nullptr;
   Http2Stream* streams_ = nullptr;  // live streams (nghttp2 user data points at them)
   uint32_t live_streams_ = 0;

@@ -1,5 +1,6 @@
 #include "server/route_table.h"
 
+#include "access/check.h"
 #include "core/strings.h"
 #include "handlers/fastcgi/fastcgi_handler.h"
 #include "handlers/proxy/proxy_handler.h"
@@ -42,6 +43,7 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
   const Clock& clock = env.clock;
   Ref<RouteTable> table(new RouteTable);
   table->config_ = config;
+  table->clock_ = &env.clock;
   for (const config::UpstreamGroup& group : config->upstreams) {
     table->groups_.push_back(std::make_unique<upstream::GroupRuntime>(group, env.poller, env.timers,
                                                                       env.clock, env.workers));
@@ -59,7 +61,7 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
   table->mime_ = std::make_unique<static_files::MimeTable>(config->mime_types);
   table->sites_.reserve(config->sites.size());
   for (const config::Site& site : config->sites) {
-    SiteRuntime runtime{&site, {}, nullptr, nullptr};
+    SiteRuntime runtime{&site, {}, nullptr, nullptr, site.access.any() ? &site.access : nullptr};
     for (const config::Route& route : site.routes) {
       std::shared_ptr<Handler> handler;
       std::shared_ptr<handlers::StreamHandler> stream;
@@ -115,8 +117,9 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
           break;
         }
       }
-      runtime.routes.push_back(
-          {&route, std::move(handler), std::move(stream), allow_value(route.methods)});
+      runtime.routes.push_back({&route, std::move(handler), std::move(stream),
+                                allow_value(route.methods),
+                                route.access.any() ? &route.access : nullptr});
     }
     if (!site.error_pages.empty() && !site.static_files.root.empty()) {
       config::StaticOptions pages = site.static_files;
@@ -166,6 +169,7 @@ Selection RouteTable::select(Request& request) {
   }
   for (const RouteRuntime& route : site.routes) {
     if (!http::route_matches(*route.config, request.path)) continue;
+    if (route.access && refuse_by_access(*route.access, request, selection)) return selection;
     if (!http::method_allowed(*route.config, request.method_text)) {
       selection.status = 405;
       selection.allow = route.allow;
@@ -174,8 +178,21 @@ Selection RouteTable::select(Request& request) {
     selection.route = &route;
     return selection;
   }
+  if (site.access && refuse_by_access(*site.access, request, selection)) return selection;
   selection.status = 404;
   return selection;
+}
+
+bool RouteTable::refuse_by_access(const access::Options& options, Request& request,
+                                  Selection& selection) {
+  selection.access = &options;
+  const access::Decision decision =
+      access::check(options, request, clock_->monotonic_ms * int64_t{1000});
+  selection.delay_ms = decision.delay_ms;
+  if (decision.status == 0) return false;
+  selection.status = decision.status;
+  selection.retry_after = decision.retry_after_s;
+  return true;
 }
 
 void SiteRuntime::fill_error_body(const Request& request, Response& response) const {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "access/options.h"
 #include "config/config.h"
 #include "core/clock.h"
 #include "event/poller.h"
@@ -38,6 +39,7 @@ struct RouteRuntime {
   std::shared_ptr<Handler> handler;
   std::shared_ptr<handlers::StreamHandler> stream;
   std::string allow;  // the route's `methods` as an Allow value, built once; empty: any method
+  const access::Options* access = nullptr;  // null when the route has no rules and no limits
 };
 
 struct SiteRuntime {
@@ -45,6 +47,7 @@ struct SiteRuntime {
   std::vector<RouteRuntime> routes;
   std::unique_ptr<static_files::StaticHandler> error_pages;  // null without error_pages
   std::unique_ptr<AccessLogBuffer> access_log;               // null when off
+  const access::Options* access = nullptr;  // for requests no route takes; null when none
 
   // Gives an error response without a body (4xx/5xx) the site's page for its status, or a small
   // default page. Every client connection does this before writing a complete response, whatever
@@ -64,6 +67,11 @@ struct Selection {
   //   404 no route matches the path            405 the route does not take this method
   int status = 0;
   std::string_view allow;  // the Allow value that goes with 204 and 405
+  // Access control (access/check.h): 403, or a limit's status (429) with Retry-After seconds;
+  // with a route, delay_ms > 0 asks to hold the request that long first (a limit's delay mode).
+  uint32_t retry_after = 0;
+  int64_t delay_ms = 0;
+  const access::Options* access = nullptr;  // what applied, for counting the connection
 
   // 400, 413 and 501 refuse the request as a whole: it is answered before its body is read (the
   // connection does not read it). 204, 404 and 405 are answers like a handler's.
@@ -98,6 +106,10 @@ class RouteTable : public RefCounted {
   std::vector<std::unique_ptr<upstream::GroupRuntime>> groups_;  // one per Config::upstreams
   std::vector<std::shared_ptr<void>> probes_;                    // active health checkers
   std::unique_ptr<tls::ServerContexts> tls_;
+  const Clock* clock_ = nullptr;
+
+  // Access control once the route (or, for a 404, the site) is known; true when it refused.
+  bool refuse_by_access(const access::Options& options, Request& request, Selection& selection);
 };
 
 }  // namespace peregrine::server

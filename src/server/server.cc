@@ -79,7 +79,7 @@ config::LoadResult Server::Impl::build() const {
     if (code.handler_name.empty()) {
       route.handler = config::HandlerKind::kStatic;
       route.static_files.root = code.root;
-      if (access(code.root.c_str(), R_OK | X_OK) != 0)
+      if (::access(code.root.c_str(), R_OK | X_OK) != 0)
         result.errors.push_back({{"<code>", 0, 0},
                                  "static_files root " + code.root + " is not a readable directory",
                                  ""});
