@@ -43,13 +43,14 @@ def read_json_lines(path):
 
 
 class ProxyProtocolTest(ServerTestCase):
-    def start(self, top="", limits="", routes=""):
+    def start(self, top="", limits="", routes="", listen_extra="", site=""):
         self.root = self.make_root({"hello.txt": "hello\n"})
         self.log_path = os.path.join(self.tmp, "access.log")
         text = make_config(self.root, top=top, limits=limits, routes=routes,
-                           site='access_log_format = "json"', access_log=self.log_path)
-        text = text.replace('listen = ["127.0.0.1:0"]',
-                            'listen = [{ address = "127.0.0.1:0", proxy_protocol = true }]')
+                           site='access_log_format = "json"\n' + site, access_log=self.log_path)
+        text = text.replace(
+            'listen = ["127.0.0.1:0"]',
+            'listen = [{ address = "127.0.0.1:0", proxy_protocol = true%s }]' % listen_extra)
         return self.start_config(text)
 
     def connect(self, port, source="127.0.0.1"):
@@ -189,6 +190,69 @@ class ProxyProtocolTest(ServerTestCase):
         self.exchange(srv.port, b"PROXY TCP4 198.51.100.1 192.0.2.1 1 80\r\n", req)
         self.exchange(srv.port, b"PROXY TCP4 192.0.2.50 192.0.2.1 1 80\r\n", req)
         self.assertEqual(self.addresses(2), ["203.0.113.5", "192.0.2.50"])
+
+    def test_h2c_after_the_header(self):
+        # HTTP/2 with prior knowledge behind the header: the preface is not eaten with it, and
+        # the stream's requests see the PROXY address (and a trusted X-Forwarded-For after it).
+        import h2.config
+        import h2.connection
+        import h2.events
+        srv = self.start(top='[client_address]\ntrusted_proxies = ["198.51.100.0/24"]\n',
+                         listen_extra=", http2 = true")
+        for forwarded, expected in ((None, "198.51.100.3"), ("203.0.113.9", "203.0.113.9")):
+            s = self.connect(srv.port)
+            s.sendall(b"PROXY TCP4 198.51.100.3 192.0.2.1 1 80\r\n")
+            c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+            c.initiate_connection()
+            headers = [(":method", "GET"), (":path", "/hello.txt"), (":scheme", "http"),
+                       (":authority", "localhost")]
+            if forwarded:
+                headers.append(("x-forwarded-for", forwarded))
+            c.send_headers(1, headers, end_stream=True)
+            s.sendall(c.data_to_send())
+            body, status, done = b"", None, False
+            while not done:
+                data = s.recv(65536)
+                self.assertTrue(data)
+                for event in c.receive_data(data):
+                    if isinstance(event, h2.events.ResponseReceived):
+                        status = dict(event.headers)[b":status"]
+                    elif isinstance(event, h2.events.DataReceived):
+                        body += event.data
+                        c.acknowledge_received_data(len(event.data), 1)
+                    elif isinstance(event, h2.events.StreamEnded):
+                        done = True
+                s.sendall(c.data_to_send())
+            s.close()
+            self.assertEqual((status, body), (b"200", b"hello\n"))
+        self.assertEqual(self.addresses(2), ["198.51.100.3", "203.0.113.9"])
+
+    def test_tls_after_the_header(self):
+        import ssl
+        import subprocess
+        cert, key = os.path.join(self.tmp, "c.pem"), os.path.join(self.tmp, "c.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "2", "-subj", "/CN=localhost"], check=True, capture_output=True)
+        srv = self.start(listen_extra=", tls = true",
+                         site=f"tls = {{ certificate = {q(cert)}, key = {q(key)} }}\n")
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        for header in (b"PROXY TCP4 203.0.113.44 192.0.2.1 1 443\r\n",
+                       v2_tcp6("2001:db8::44", "::1", 1, 443)):
+            raw = self.connect(srv.port)
+            raw.sendall(header)
+            with context.wrap_socket(raw, server_hostname="localhost") as s:
+                s.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                data = b""
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            self.assertTrue(data.startswith(b"HTTP/1.1 200") and data.endswith(b"hello\n"), data)
+        self.assertEqual(self.addresses(2), ["203.0.113.44", "2001:db8::44"])
 
     def test_back_end_sees_the_proxy_protocol_address(self):
         backend = Backend(self.tmp, "b1").start()
