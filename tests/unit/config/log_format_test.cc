@@ -19,7 +19,7 @@ TEST(LogFormatCompile, PiecesAndLiterals) {
   ASSERT_TRUE(compile_log_format("$remote_addr - [${time_local}] \"$request\" $$ $http_user_agent",
                                  &f, &error, &offset, &hint))
       << error;
-  ASSERT_EQ(f.pieces.size(), 9u);
+  ASSERT_EQ(f.pieces.size(), 7u);
   EXPECT_EQ(f.pieces[0].variable, LogVariable::kRemoteAddr);
   EXPECT_EQ(f.pieces[1].text, " - [");
   EXPECT_EQ(f.pieces[2].variable, LogVariable::kTimeLocal);
