@@ -61,8 +61,26 @@ struct Request {
   // ---- Filled by the connection before routing ----
   std::string_view path;  // percent-decoded, dot-segments removed, starts with '/'
   std::string_view body;  // only for handlers that want a buffered body
+  // The client: the socket's peer, or the address a PROXY protocol header or a trusted
+  // proxy's X-Forwarded-For/Forwarded named. Logs, limits, allow/deny, FastCGI's REMOTE_ADDR
+  // and the proxy's X-Forwarded-For all use this one.
   const sockaddr* peer = nullptr;
   socklen_t peer_len = 0;
+  // The socket's own peer (the balancer or proxy when `peer` came from one); equal to `peer`
+  // when nothing was forwarded.
+  const sockaddr* socket_peer = nullptr;
+  socklen_t socket_peer_len = 0;
+  std::string_view request_id;   // [request_id]: made or passed on; empty when off
+  std::string_view remote_user;  // set by authentication; the access log's $remote_user
+  // The access log's $upstream_addr, $upstream_status and $upstream_response_time, noted by
+  // an upstream exchange when a back end's response head arrives (the exchange holds the
+  // request as const, hence mutable). The address lives in the configuration snapshot.
+  struct UpstreamNote {
+    std::string_view address;
+    uint16_t status = 0;  // 0: no back end answered
+    int32_t time_ms = 0;
+  };
+  mutable UpstreamNote upstream;
   const sockaddr* local = nullptr;
   socklen_t local_len = 0;
 

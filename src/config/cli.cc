@@ -731,7 +731,7 @@ LoadResult build_config(const CommandLine& cli) {
     Site site;
     site.is_default = true;
     site.pos = here;
-    site.access_log = AccessLog{AccessLogFormat::kCombined, "stdout"};
+    site.access_log = AccessLog{AccessLogFormat::kCombined, "stdout", {}};
     site.compress.enabled = cli.compress;  // --compress: gzip, brotli and zstd with the defaults
 
     QuickProxy proxy = parse_proxy_options(cli, config.get(), &result.errors);

@@ -14,6 +14,8 @@
 
 #include "access/options.h"
 #include "compress/options.h"
+#include "config/log_format.h"
+#include "core/cidr.h"
 #include "core/log.h"
 #include "core/regex.h"
 
@@ -42,7 +44,26 @@ struct ListenAddress {
   // TLS listener (default on); on a plain one, h2c with prior knowledge (default off).
   bool tls = false;
   bool http2 = false;
+  // The PROXY protocol (v1 or v2) header precedes everything else on each connection; its
+  // source address replaces the socket's peer (see docs/access-client-address.md).
+  bool proxy_protocol = false;
   SourcePos pos;
+};
+
+// [client_address]: believing proxies about who the client is (docs/access-client-address.md).
+enum class ClientAddressHeader : uint8_t { kXForwardedFor, kForwarded };
+struct ClientAddress {
+  std::vector<Cidr> trusted_proxies;  // empty: no header is believed (and no cost per request)
+  ClientAddressHeader header = ClientAddressHeader::kXForwardedFor;
+  std::vector<Cidr> proxy_protocol_from;  // empty: any peer of a proxy_protocol listener
+};
+
+// [request_id]: an ID per request for the back ends and the log.
+struct RequestIdOptions {
+  bool enabled = false;  // the table is present, or a log format uses $request_id
+  std::string header = "X-Request-Id";
+  bool trust_incoming = false;  // pass a valid incoming ID on instead of making one
+  bool response = false;        // echo it in the response
 };
 
 struct Limits {
@@ -57,11 +78,12 @@ struct Limits {
   uint32_t max_requests_per_connection = 1000;
 };
 
-enum class AccessLogFormat { kCombined, kJson, kOff };
+enum class AccessLogFormat { kCombined, kJson, kOff, kCustom };
 
 struct AccessLog {
   AccessLogFormat format = AccessLogFormat::kCombined;
   std::string path;  // "" or "stdout"/"stderr"; ignored when kOff
+  LogFormat custom;  // kCustom: the compiled access_log_format string
 };
 
 struct StaticOptions {
@@ -298,6 +320,8 @@ struct Config {
   LogLevel log_level = LogLevel::kInfo;
   std::string server_header = "peregrine";  // Server: value; "" sends none
   Limits limits;
+  ClientAddress client_address;
+  RequestIdOptions request_id;
   TlsOptions tls;
   std::map<std::string, std::string> mime_types;  // extension (no dot, lower-case) -> type
   std::vector<UpstreamGroup> upstreams;           // named and implicit groups

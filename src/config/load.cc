@@ -24,6 +24,7 @@
 
 #include "access/config.h"
 #include "compress/config.h"
+#include "config/client_address.h"
 #include "config/config.h"
 #include "config/listen_address.h"
 #include "config/reader.h"
@@ -48,14 +49,16 @@ constexpr int64_t kMaxBacklog = 65535;
 constexpr int64_t kMaxConnections = 1 << 20;
 
 const std::vector<std::string_view> kTopKeys = {
-    "listen",        "workers", "user",       "group",    "pid_file", "error_log", "log_level",
-    "server_header", "limits",  "mime_types", "upstream", "site",     "tls",       "limit"};
+    "listen",    "workers",   "user",          "group",          "pid_file",
+    "error_log", "log_level", "server_header", "limits",         "mime_types",
+    "upstream",  "site",      "tls",           "client_address", "request_id",
+    "limit"};
 const std::vector<std::string_view> kLimitKeys = {
     "header_timeout",   "keepalive_timeout", "body_timeout",
     "send_timeout",     "shutdown_timeout",  "max_connections",
     "max_header_bytes", "max_body_bytes",    "max_requests_per_connection"};
-const std::vector<std::string_view> kListenKeys = {"address", "backlog", "mode", "owner",
-                                                   "group",   "tls",     "http2"};
+const std::vector<std::string_view> kListenKeys = {"address", "backlog", "mode",  "owner",
+                                                   "group",   "tls",     "http2", "proxy_protocol"};
 const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "default",
                                                  "root",
@@ -68,6 +71,7 @@ const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "cache_valid",
                                                  "access_log",
                                                  "access_log_format",
+                                                 "access_log_escape",
                                                  "error_pages",
                                                  "tls",
                                                  "compress",
@@ -495,6 +499,11 @@ class Loader {
       }
     }
 
+    if (const toml::node* node = root.get("client_address"))
+      read_client_address(reader_, *node, &config_.client_address);
+    if (const toml::node* node = root.get("request_id"))
+      read_request_id(reader_, *node, &config_.request_id);
+
     // Limits and groups before sites: sites and routes refer to them by name.
     if (const toml::node* node = root.get("limit"))
       access::read_limits(reader_, *node, &config_.access);
@@ -514,6 +523,7 @@ class Loader {
       for (const toml::node& element : *array) load_site(*element.as_table());
       finish_sites();
       tls::check_tls_listeners(reader_, config_);
+      check_client_address(reader_, root.get("client_address"), config_);
     } else {
       reader_.type_error(*sites, "site", "an array of tables",
                          "write each site as a [[site]] table (double brackets)");
@@ -552,6 +562,8 @@ class Loader {
       address.http2 = address.tls;
       if (const toml::node* http2 = table->get("http2"))
         reader_.read_bool(*http2, "listen.http2", &address.http2);
+      if (const toml::node* proxy = table->get("proxy_protocol"))
+        reader_.read_bool(*proxy, "listen.proxy_protocol", &address.proxy_protocol);
       if (text_node == nullptr) {
         reader_.error(node.source(), "listen table has no 'address'",
                       "e.g. { address = \"*:80\", backlog = 4096 }");
@@ -651,6 +663,26 @@ class Loader {
     }
   }
 
+  // A format string with $variables, compiled here once. An error points at the variable's
+  // column when the string is on one line without escapes (else at the string).
+  void read_custom_log_format(const toml::node& node, const std::string& value, AccessLog* log) {
+    std::string message, hint;
+    size_t offset = 0;
+    const LogEscape escape = log->custom.escape;
+    if (!compile_log_format(value, &log->custom, &message, &offset, &hint)) {
+      SourcePos pos = reader_.pos_of(node.source());
+      const auto& region = node.source();
+      const bool plain = region.begin.line == region.end.line &&
+                         region.end.column - region.begin.column == value.size() + 2;
+      if (plain) pos.column += static_cast<uint32_t>(offset + 1);
+      reader_.error(pos, message, hint);
+      return;
+    }
+    log->custom.escape = escape;
+    if (log->format != AccessLogFormat::kOff) log->format = AccessLogFormat::kCustom;
+    if (log->custom.uses(LogVariable::kRequestId)) config_.request_id.enabled = true;
+  }
+
   void load_site(const toml::table& table) {
     reader_.check_keys(table, kSiteKeys, "[[site]]");
     Site site;
@@ -707,11 +739,24 @@ class Loader {
             site.access_log.format =
                 value == "json" ? AccessLogFormat::kJson : AccessLogFormat::kCombined;
           }
+        } else if (value.find('$') != std::string::npos) {
+          read_custom_log_format(*node, value, &site.access_log);
         } else {
           std::string suggestion = closest_match(value, {"combined", "json"});
-          reader_.error(
-              node->source(), "unknown access log format \"" + value + "\"",
-              suggestion.empty() ? "one of: combined, json" : "did you mean '" + suggestion + "'?");
+          reader_.error(node->source(), "unknown access log format \"" + value + "\"",
+                        suggestion.empty() ? "one of: combined, json, or a format with $variables"
+                                           : "did you mean '" + suggestion + "'?");
+        }
+      }
+    }
+    if (const toml::node* node = table.get("access_log_escape")) {
+      std::string value;
+      if (reader_.read_string(*node, "site.access_log_escape", &value)) {
+        if (value == "json") {
+          site.access_log.custom.escape = LogEscape::kJson;
+        } else if (value != "default") {
+          reader_.error(node->source(), "unknown access_log_escape \"" + value + "\"",
+                        "one of: default, json");
         }
       }
     }

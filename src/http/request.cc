@@ -78,6 +78,9 @@ void Request::clear() {
   secure = false;
   path = {};
   body = {};
+  request_id = {};
+  remote_user = {};
+  upstream = {};
   path_storage.clear();
 }
 
@@ -106,6 +109,11 @@ void Request::assign(const Request& other) {
   body = other.body;
   peer = other.peer;
   peer_len = other.peer_len;
+  socket_peer = other.socket_peer;
+  socket_peer_len = other.socket_peer_len;
+  request_id = other.request_id;
+  remote_user = other.remote_user;
+  upstream = other.upstream;
   local = other.local;
   local_len = other.local_len;
 }

@@ -9,10 +9,14 @@
 #include <vector>
 
 #include "compress/compress.h"
+#include "core/address_text.h"
 #include "core/log.h"
 #include "core/spares.h"
 #include "core/strings.h"
 #include "event/deferred.h"
+#include "http/client_address.h"
+#include "http/proxy_protocol.h"
+#include "http/request_id.h"
 #include "http/status.h"
 #include "server/request_body.h"
 #include "server/route_table.h"
@@ -101,11 +105,84 @@ Connection::Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t p
   timer.owner = this;
   peer_len_ = std::min<socklen_t>(peer_len, sizeof peer_);
   std::memcpy(&peer_, peer, peer_len_);
+  thread_local uint64_t connections_made = 0;  // one worker per thread: a worker's serial
+  serial_ = ++connections_made;
 }
 
 Connection::~Connection() = default;
 
 void Connection::start() {
+  if (listener_.proxy_protocol) {
+    const auto& senders = worker_.routes().config().client_address.proxy_protocol_from;
+    if (!senders.empty() && !http::in_any(senders, &peer_.sa)) {
+      AddressText text(&peer_.sa);
+      LOG_INFO("PROXY protocol: %.*s is not in client_address.proxy_protocol_from: closed",
+               static_cast<int>(text.ip_length), text.ip);
+      close_now();
+      return;
+    }
+    awaiting_proxy_header_ = true;
+    read_proxy_header();
+    return;
+  }
+  if (listener_.tls && !start_tls()) return;
+  on_readable();
+}
+
+// ---- PROXY protocol ---------------------------------------------------------------------------
+
+// The header is peeked, then exactly its bytes are taken: what follows (a TLS ClientHello, an
+// HTTP/2 preface) stays in the socket for whichever reader comes next. A header that is not
+// complete within the header timeout, malformed, too long or cut by the client's close ends the
+// connection before a byte is answered.
+void Connection::read_proxy_header() {
+  char bytes[http::kProxyMaxLength];
+  ssize_t n;
+  do {
+    n = ::recv(fd_, bytes, sizeof bytes, MSG_PEEK);
+  } while (n < 0 && errno == EINTR);
+  AddressText from(&peer_.sa);
+  if (n <= 0 && !(n < 0 && errno == EAGAIN)) {
+    LOG_DEBUG("PROXY protocol: %.*s closed before its header", static_cast<int>(from.ip_length),
+              from.ip);
+    close_now();
+    return;
+  }
+  const http::ProxyHeader header =
+      http::parse_proxy_header(std::string_view(bytes, n > 0 ? static_cast<size_t>(n) : 0));
+  if (header.status == http::ProxyStatus::kError) {
+    LOG_INFO("PROXY protocol: bad header from %.*s: %s: closed", static_cast<int>(from.ip_length),
+             from.ip, header.error);
+    close_now();
+    return;
+  }
+  if (header.status == http::ProxyStatus::kNeedMore) {
+    if (hangup_seen_) {
+      LOG_DEBUG("PROXY protocol: %.*s closed within its header", static_cast<int>(from.ip_length),
+                from.ip);
+      close_now();
+      return;
+    }
+    if (timer.list != &worker_.header_timers) set_timer(worker_.header_timers);
+    if (!ensure_registered()) close_now();
+    return;
+  }
+  ssize_t taken;
+  do {
+    taken = ::recv(fd_, bytes, header.length, 0);
+  } while (taken < 0 && errno == EINTR);
+  if (taken != static_cast<ssize_t>(header.length)) {
+    close_now();
+    return;
+  }
+  awaiting_proxy_header_ = false;
+  event::TimerList::disarm(timer);
+  if (header.has_address) {
+    socket_peer_len_ = peer_len_;
+    std::memcpy(&socket_peer_, &peer_, peer_len_);
+    peer_len_ = std::min<socklen_t>(header.source_len, sizeof peer_);
+    std::memcpy(&peer_, &header.source, peer_len_);
+  }
   if (listener_.tls && !start_tls()) return;
   on_readable();
 }
@@ -157,6 +234,10 @@ void Connection::on_ready(uint32_t readiness) {
   // Edge-triggered: the client's FIN is reported once, possibly with its last bytes. Remember
   // it, or a short read would end the reading before the 0 that tells us.
   if (readiness & event::kHangup) hangup_seen_ = true;
+  if (awaiting_proxy_header_) {
+    read_proxy_header();
+    return;
+  }
   if (tls_ && !tls_->handshake_done()) {
     if (continue_handshake()) on_readable();
     return;
@@ -320,9 +401,19 @@ void Connection::handle_request(size_t head_length) {
   parser_.reset();
   start_ += static_cast<uint32_t>(head_length);
   ++requests_;
+  request_started_ms_ = worker_.clock().monotonic_ms;
+  request_head_bytes_ = static_cast<uint32_t>(head_length);
   request.peer = &peer_.sa;
   request.peer_len = peer_len_;
+  set_socket_peer(request);
   request.secure = tls_ != nullptr;
+  const config::Config& config = worker_.routes().config();
+  // Before select(): allow/deny and limits run inside it and must see the real client.
+  if (!config.client_address.trusted_proxies.empty())
+    use_forwarded_client(request, config.client_address, &forwarded_);
+  if (config.request_id.enabled)
+    http::assign_request_id(request, config.request_id.header, config.request_id.trust_incoming,
+                            request_id_);
 
   const Selection selection = worker_.routes().select(request);
   if (selection.access && requests_ == 1 && refuse_connection(request, selection)) return;
@@ -546,6 +637,7 @@ void Connection::respond_error(int status, const Request* request, SiteRuntime* 
   blank.clear();
   blank.peer = &peer_.sa;
   blank.peer_len = peer_len_;
+  set_socket_peer(blank);
   blank.secure = tls_ != nullptr;
   blank.method_text = "-";
   blank.target = "-";
@@ -560,7 +652,7 @@ void Connection::send_response(const Request& request, Response& response, SiteR
     (site ? *site : worker_.routes().default_site()).fill_error_body(request, response);
   write_response(request, response, static_cast<int64_t>(response.body_length()), site);
   if (site && site->access_log)
-    log_access(*site, request, status, request.is_head() ? 0 : response.body_length());
+    log_access(*site, request, status, request.is_head() ? 0 : response.body_length(), &response);
 }
 
 // The one writer of responses, complete and streamed: the head (status line, Date and Server,
@@ -590,6 +682,7 @@ Connection::Framing Connection::write_response(const Request& request, const Res
   if (!keep) keep_alive_ = false;
 
   std::string& out = worker_.scratch_output().bytes();
+  const size_t head_start = out.size();
   out.append(status_line(status));
   out.append(worker_.date_and_server_lines());
   if (status == 101) {
@@ -606,6 +699,10 @@ Connection::Framing Connection::write_response(const Request& request, const Res
   }
   out.append(response.prebuilt_headers());
   out.append(response.extra_headers());
+  if (!request.request_id.empty() && worker_.routes().config().request_id.response) {
+    const std::string& name = worker_.routes().config().request_id.header;
+    out.append(name).append(": ").append(request.request_id).append("\r\n");
+  }
   if (framing == Framing::kLength) {
     out.append("Content-Length: ");
     append_decimal(out, static_cast<uint64_t>(content_length));
@@ -614,6 +711,7 @@ Connection::Framing Connection::write_response(const Request& request, const Res
     out.append("Transfer-Encoding: chunked\r\n");
   }
   out.append("\r\n");
+  response_head_bytes_ = static_cast<uint32_t>(out.size() - head_start);
 
   // No body for HEAD, nor when the status has none (kNone). An empty chunk would end a chunked
   // body. Bytes are copied; file regions are queued for sendfile.
@@ -714,6 +812,13 @@ void Connection::on_timeout() {
     resume_delayed();
     return;
   }
+  if (awaiting_proxy_header_) {
+    AddressText from(&peer_.sa);
+    LOG_INFO("PROXY protocol: no complete header from %.*s within the header timeout: closed",
+             static_cast<int>(from.ip_length), from.ip);
+    close_now();
+    return;
+  }
   bool mid_request =
       !pending_ && ((state_ == State::kHead && start_ < end_) || state_ == State::kBody ||
                     (state_ == State::kExchange && !flight_->head_sent && !flight_->body.done()));
@@ -744,7 +849,8 @@ void Connection::hand_over_http2() {
   std::string_view bytes = buffer_ ? std::string_view(buffer_ + start_, end_ - start_) : "";
   start_ = end_;
   worker_.close_connection(this);
-  worker_.start_http2(fd, &peer_.sa, peer_len_, bytes, listener_, std::move(tls_));
+  worker_.start_http2(fd, &peer_.sa, peer_len_, bytes, listener_, std::move(tls_), &socket_peer_.sa,
+                      socket_peer_len_);
   release_buffer();
 }
 
@@ -959,7 +1065,23 @@ void Connection::log_streamed(const InFlight& f) {
 }
 
 void Connection::log_access(SiteRuntime& site, const Request& request, int status,
-                            uint64_t body_bytes) {
+                            uint64_t body_bytes, const Response* response) {
+  if (site.access_log->custom()) {
+    LogContext context;
+    context.bytes_sent = response_head_bytes_ + body_bytes;
+    context.request_length =
+        request_head_bytes_ + static_cast<uint64_t>(std::max<int64_t>(request.content_length, 0));
+    context.request_time_ms = worker_.clock().monotonic_ms - request_started_ms_;
+    if (tls_) {
+      context.tls_version = tls_->version();
+      context.tls_cipher = tls_->cipher();
+    }
+    context.connection = serial_;
+    context.connection_requests = requests_;
+    context.response = response;
+    site.access_log->log_custom(request, status, body_bytes, worker_.clock().wall_seconds, context);
+    return;
+  }
   if (tls_ && worker_.routes().config().tls.log_tls) {
     site.access_log->log(request, status, body_bytes, worker_.clock().wall_seconds, tls_->version(),
                          tls_->cipher());

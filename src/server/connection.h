@@ -17,6 +17,7 @@
 #include "peregrine/handler.h"
 #include "peregrine/ref_counted.h"
 #include "peregrine/response.h"
+#include "server/client_peer.h"
 #include "server/output_queue.h"
 #include "tls/stream.h"
 
@@ -104,7 +105,8 @@ class Connection final : public event::Pollable,
   bool write_for_exchange();
   void abort_exchange();
   void log_streamed(const InFlight& f);
-  void log_access(SiteRuntime& site, const Request& request, int status, uint64_t body_bytes);
+  void log_access(SiteRuntime& site, const Request& request, int status, uint64_t body_bytes,
+                  const Response* response = nullptr);
   void drop_flight();
 
   // ---- The response ----
@@ -120,6 +122,11 @@ class Connection final : public event::Pollable,
   bool ensure_registered();
   void release_buffer();
   void set_timer(event::TimerList& list);
+  void read_proxy_header();
+  void set_socket_peer(Request& request) const {
+    request.socket_peer = socket_peer_len_ ? &socket_peer_.sa : &peer_.sa;
+    request.socket_peer_len = socket_peer_len_ ? socket_peer_len_ : peer_len_;
+  }
 
   Worker& worker_;
   const ListenerOptions& listener_;  // the worker's Listener outlives its connections
@@ -132,6 +139,8 @@ class Connection final : public event::Pollable,
   bool read_blocked_ = false;     // readable data left unread while output was blocked
   bool linger_on_close_ = false;  // closing on an error: the client may still be sending
   bool in_process_ = false;       // process() is on the stack: it continues after an exchange
+  // A proxy_protocol listener's header is not in yet.
+  bool awaiting_proxy_header_ = false;
   uint32_t requests_ = 0;
   char* buffer_ = nullptr;
   uint32_t start_ = 0;                    // first unconsumed byte
@@ -143,8 +152,17 @@ class Connection final : public event::Pollable,
     sockaddr sa;
     sockaddr_in v4;
     sockaddr_in6 v6;
-  } peer_{};
+  } peer_{};  // the client: the socket's peer, or what a PROXY protocol header said
   socklen_t peer_len_ = 0;
+  PeerAddress socket_peer_{};  // the socket's own peer once a PROXY header replaced peer_
+  socklen_t socket_peer_len_ = 0;
+  PeerAddress forwarded_{};  // this request's client, named by a trusted proxy's header
+  char request_id_[32];      // [request_id]: the one made for the request in progress
+  // For custom access-log formats ($request_time, $request_length, $bytes_sent, $connection).
+  int64_t request_started_ms_ = 0;
+  uint32_t request_head_bytes_ = 0;
+  uint32_t response_head_bytes_ = 0;
+  uint64_t serial_ = 0;
   // Our end of the connection, looked up once for CGI parameters. Not a sockaddr_storage: its
   // 128 bytes were a third of an idle connection's memory. A unix listener's address is cut to
   // its family, which is all SERVER_ADDR needs ("unix:").

@@ -15,6 +15,7 @@
 #include "core/spares.h"
 #include "event/deferred.h"
 #include "handlers/stream_handler.h"
+#include "http/request_id.h"
 #include "http2/headers.h"
 #include "http2/memory.h"
 #include "server/route_table.h"
@@ -76,6 +77,9 @@ class Http2Stream final : public Downstream, public event::TimerOwner {
   Request request;
   Ref<RouteTable> routes;  // keeps the site, route and handler alive across a reload
   Selection selection;
+  PeerAddress forwarded{};        // the client a trusted proxy's header named
+  char request_id[32];            // [request_id]: the one made for this stream
+  int64_t started_ms = 0;         // the head's arrival, for $request_time
   compress::StreamSlot compress;  // the exchange's Downstream when the route compresses
   bool handling = false;          // routed: a handler runs or waits for the body
   bool request_done = false;      // END_STREAM received
@@ -269,6 +273,21 @@ void Http2Stream::log(uint64_t bytes) {
   SiteRuntime* site = selection.site;
   if (!site || !site->access_log || !conn) return;
   const tls::Stream* tls = conn->tls_.get();
+  if (site->access_log->custom()) {
+    LogContext context;
+    context.bytes_sent = bytes;  // HPACK-compressed head sizes are not tracked per stream
+    context.request_length = static_cast<uint64_t>(std::max<int64_t>(request.content_length, 0));
+    context.request_time_ms = conn->worker_.clock().monotonic_ms - started_ms;
+    if (tls) {
+      context.tls_version = tls->version();
+      context.tls_cipher = tls->cipher();
+    }
+    context.connection = conn->serial_;
+    context.connection_requests = static_cast<uint32_t>(conn->completed_ + 1);
+    site->access_log->log_custom(request, status, bytes, conn->worker_.clock().wall_seconds,
+                                 context);
+    return;
+  }
   if (tls && routes && routes->config().tls.log_tls) {
     site->access_log->log(request, status, bytes, conn->worker_.clock().wall_seconds,
                           tls->version(), tls->cipher());
@@ -466,6 +485,13 @@ Http2Connection::Http2Connection(Worker& worker, int fd, const sockaddr* peer, s
   timer.owner = this;
   peer_len_ = std::min<socklen_t>(peer_len, sizeof peer_);
   std::memcpy(&peer_, peer, peer_len_);
+  thread_local uint64_t connections_made = 0;  // a worker's serial (one worker per thread)
+  serial_ = ++connections_made;
+}
+
+void Http2Connection::set_socket_peer(const sockaddr* address, socklen_t length) {
+  socket_peer_len_ = std::min<socklen_t>(length, sizeof socket_peer_);
+  std::memcpy(&socket_peer_, address, socket_peer_len_);
 }
 
 Http2Connection::~Http2Connection() {
@@ -913,8 +939,16 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
   const int error = s.head.finish(s.request, end_stream);
   s.request.peer = &peer_.sa;
   s.request.peer_len = peer_len_;
+  s.request.socket_peer = socket_peer_len_ ? &socket_peer_.sa : &peer_.sa;
+  s.request.socket_peer_len = socket_peer_len_ ? socket_peer_len_ : peer_len_;
   s.request.secure = tls_ != nullptr;  // HTTPS=on, X-Forwarded-Proto, HSTS
+  s.started_ms = worker_.clock().monotonic_ms;
   s.routes = worker_.routes_ref();
+  // Before select(): allow/deny and limits run inside it and must see the real client.
+  if (const auto& policy = s.routes->config().client_address; !policy.trusted_proxies.empty())
+    use_forwarded_client(s.request, policy, &s.forwarded);
+  if (const auto& ids = s.routes->config().request_id; ids.enabled && !error)
+    http::assign_request_id(s.request, ids.header, ids.trust_incoming, s.request_id);
   if (error) {
     if (s.request.method_text.empty()) s.request.method_text = "-";
     if (s.request.target.empty()) s.request.target = "-";
@@ -1128,6 +1162,8 @@ bool Http2Connection::submit_head(Http2Stream& s, const Response& response, int6
     fields.add("strict-transport-security", s.selection.site->config->tls.hsts);  // RFC 6797
   fields.add_lines(response.prebuilt_headers());
   fields.add_lines(response.extra_headers());
+  if (!s.request.request_id.empty() && s.routes && s.routes->config().request_id.response)
+    fields.add(s.routes->config().request_id.header, s.request.request_id);
   char length_text[24];
   size_t length_size = 0;
   if (content_length >= 0 && status_has_body(status)) {

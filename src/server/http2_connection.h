@@ -20,6 +20,7 @@
 #include "event/poller.h"
 #include "event/timer_list.h"
 #include "peregrine/response.h"
+#include "server/client_peer.h"
 #include "tls/stream.h"
 
 struct nghttp2_session;
@@ -58,6 +59,8 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   // `already_read`: what the caller read from the socket before handing it over, starting with
   // the client preface "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" (may be empty or partial).
   void start(std::string_view already_read);
+  // The socket's peer, when a PROXY protocol header gave the connection another client.
+  void set_socket_peer(const sockaddr* address, socklen_t length);
   void on_ready(uint32_t readiness) override;
   void on_timeout() override;
   // Graceful stop: GOAWAY, in-flight streams finish, then the close.
@@ -144,8 +147,11 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
     sockaddr sa;
     sockaddr_in v4;
     sockaddr_in6 v6;
-  } peer_{};
+  } peer_{};  // the client: the socket's peer, or what a PROXY protocol header said
   socklen_t peer_len_ = 0;
+  PeerAddress socket_peer_{};  // the socket's own peer once a PROXY header replaced peer_
+  socklen_t socket_peer_len_ = 0;
+  uint64_t serial_ = 0;  // $connection (HTTP/2 connections count apart from HTTP/1 ones)
   sockaddr_storage local_{};
   socklen_t local_len_ = 0;
 };

@@ -130,8 +130,10 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
     if (site.access_log.format != config::AccessLogFormat::kOff) {
       int sink = log_writer.open_sink(site.access_log.path, error);
       if (sink < 0) return {};
-      runtime.access_log =
-          std::make_unique<AccessLogBuffer>(log_writer, sink, site.access_log.format);
+      runtime.access_log = std::make_unique<AccessLogBuffer>(
+          log_writer, sink, site.access_log.format,
+          site.access_log.format == config::AccessLogFormat::kCustom ? &site.access_log.custom
+                                                                     : nullptr);
     }
     table->sites_.push_back(std::move(runtime));
   }

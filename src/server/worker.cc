@@ -90,7 +90,8 @@ Worker::Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config
       buffers_(config->limits.max_header_bytes + 4096) {
   for (size_t i = 0; i < listen_fds.size(); ++i) {
     ListenerOptions options;
-    if (i < config->listen.size()) options = {config->listen[i].tls, config->listen[i].http2};
+    if (i < config->listen.size())
+      options = {config->listen[i].tls, config->listen[i].http2, config->listen[i].proxy_protocol};
     listeners_.push_back(std::make_unique<Listener>(*this, listen_fds[i], options));
   }
   clock_.update();
@@ -233,8 +234,10 @@ void Worker::close_connection(Connection* connection) {
 
 void Worker::start_http2(int fd, const sockaddr* peer, socklen_t peer_len,
                          std::string_view already_read, const ListenerOptions& listener,
-                         std::unique_ptr<tls::Stream> tls) {
+                         std::unique_ptr<tls::Stream> tls, const sockaddr* socket_peer,
+                         socklen_t socket_peer_len) {
   auto* connection = new Http2Connection(*this, fd, peer, peer_len, listener, std::move(tls));
+  if (socket_peer_len) connection->set_socket_peer(socket_peer, socket_peer_len);
   connection->next = http2_connections_;
   if (http2_connections_) http2_connections_->prev = connection;
   http2_connections_ = connection;

@@ -30,6 +30,7 @@ class Worker;
 struct ListenerOptions {
   bool tls = false;
   bool http2 = false;  // ALPN "h2" on a TLS listener; h2c with prior knowledge on a plain one
+  bool proxy_protocol = false;  // a PROXY protocol header comes first on every connection
 };
 
 class Listener final : public event::Pollable {
@@ -89,7 +90,8 @@ class Worker {
   // read past the handshake (the preface onwards). Takes the descriptor; counts as a connection.
   // `tls`: the TLS session when the handshake's ALPN chose "h2"; null for h2c.
   void start_http2(int fd, const sockaddr* peer, socklen_t peer_len, std::string_view already_read,
-                   const ListenerOptions& listener, std::unique_ptr<tls::Stream> tls = nullptr);
+                   const ListenerOptions& listener, std::unique_ptr<tls::Stream> tls = nullptr,
+                   const sockaddr* socket_peer = nullptr, socklen_t socket_peer_len = 0);
   void close_http2(Http2Connection* connection);  // deferred delete at the end of the batch
   event::Poller& poller() { return *poller_; }
   const Clock& clock() const { return clock_; }

@@ -144,6 +144,12 @@ class UpstreamExchange : public handlers::Exchange,
   // `protocol` upstream `address` (group "`name`"): `what`[: `detail`] for "METHOD target"
   void log_failure(const char* what, const char* detail = "") const;
   const config::UpstreamServer& server() const { return group_.server(server_); }
+  // For the access log's $upstream_*: the server that answered, its status, the time since
+  // the exchange started.
+  void note_upstream(int status) {
+    request_.upstream = {server().address, static_cast<uint16_t>(status),
+                         static_cast<int32_t>(clock_.monotonic_ms - started_ms_)};
+  }
   const config::UpstreamGroup& group_config() const { return group_.config(); }
   int64_t now_ms() const { return clock_.monotonic_ms; }
 

@@ -433,6 +433,7 @@ void FastcgiExchange::start_head() {
   if (stage_.capacity() <= kInline) Spares<std::string, ResponseBody>::take(stage_);
   const CgiHead& head = reader_.head();
   response_.set_status(head.status);
+  note_upstream(head.status);
   if (head.has_content_type) response_.add_header("Content-Type", head.content_type);
   if (!head.location.empty()) response_.add_header("Location", head.location);
   for (const CgiHeader& h : head.headers) {

@@ -596,6 +596,7 @@ void ProxyExchange::start_response() {
   const http1::ResponseHead& h = parser_.head();
   head_received_ = true;
   status_ = h.status;
+  note_upstream(h.status);
   framing_ = parser_.framing();
   const uint64_t length =
       framing_ == http1::BodyFraming::kLength ? static_cast<uint64_t>(h.content_length) : 0;

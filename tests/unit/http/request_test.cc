@@ -8,7 +8,7 @@ namespace {
 
 TEST(RequestAssign, CopiesEveryField) {
   // assign() lists the members by hand; a new member changes the size and must be added there.
-  EXPECT_EQ(sizeof(Request), 3432u) << "Request changed: update Request::assign()";
+  EXPECT_EQ(sizeof(Request), 3504u) << "Request changed: update Request::assign()";
 
   sockaddr_in peer{}, local{};
   Request a;
@@ -36,6 +36,11 @@ TEST(RequestAssign, CopiesEveryField) {
   a.peer_len = sizeof peer;
   a.local = reinterpret_cast<const sockaddr*>(&local);
   a.local_len = sizeof local;
+  a.socket_peer = reinterpret_cast<const sockaddr*>(&local);
+  a.socket_peer_len = sizeof local;
+  a.request_id = "id-1";
+  a.remote_user = "alice";
+  a.upstream = {"127.0.0.1:9000", 200, 12};
 
   Request b;
   b.headers[2] = {"Stale", "untouched"};
@@ -64,6 +69,13 @@ TEST(RequestAssign, CopiesEveryField) {
   EXPECT_EQ(b.peer_len, a.peer_len);
   EXPECT_EQ(b.local, a.local);
   EXPECT_EQ(b.local_len, a.local_len);
+  EXPECT_EQ(b.socket_peer, a.socket_peer);
+  EXPECT_EQ(b.socket_peer_len, a.socket_peer_len);
+  EXPECT_EQ(b.request_id, "id-1");
+  EXPECT_EQ(b.remote_user, "alice");
+  EXPECT_EQ(b.upstream.address, "127.0.0.1:9000");
+  EXPECT_EQ(b.upstream.status, 200);
+  EXPECT_EQ(b.upstream.time_ms, 12);
 
   // A path that is a view into the read buffer (not path_storage) stays that view.
   a.path = a.raw_path;
