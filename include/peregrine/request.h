@@ -23,7 +23,7 @@ enum class Method : uint8_t {
   kPatch,
   kTrace,
   kConnect,
-  kUnknown,  // a syntactically valid token we do not implement: 501
+  kUnknown,  // any other valid token (PROPFIND, PURGE...): its spelling is in method_text
 };
 
 std::string_view method_name(Method method);

@@ -15,6 +15,10 @@ namespace {
 
 // What OPTIONS * answers: the methods some route of this server may take.
 constexpr std::string_view kServerMethods = "GET, HEAD, POST, PUT, DELETE, OPTIONS";
+// What static and return routes take when they list no methods: a token outside these (a WebDAV
+// method, say) gets 405 with this Allow.
+constexpr std::string_view kStaticMethods = "GET, HEAD, OPTIONS";
+constexpr std::string_view kReturnMethods = "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, TRACE";
 
 std::string allow_value(const std::vector<std::string>& methods) {
   std::string allow;
@@ -115,8 +119,13 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
           break;
         }
       }
-      runtime.routes.push_back(
-          {&route, std::move(handler), std::move(stream), allow_value(route.methods)});
+      std::string_view unknown_method_allow;
+      if (route.methods.empty() && route.handler == config::HandlerKind::kStatic)
+        unknown_method_allow = kStaticMethods;
+      else if (route.methods.empty() && route.handler == config::HandlerKind::kReturn)
+        unknown_method_allow = kReturnMethods;
+      runtime.routes.push_back({&route, std::move(handler), std::move(stream),
+                                allow_value(route.methods), unknown_method_allow});
     }
     if (!site.error_pages.empty() && !site.static_files.root.empty()) {
       config::StaticOptions pages = site.static_files;
@@ -150,10 +159,6 @@ Selection RouteTable::select(Request& request) {
     selection.status = 400;
     return selection;
   }
-  if (request.method == Method::kUnknown) {
-    selection.status = 501;
-    return selection;
-  }
   if (request.content_length > 0 &&
       static_cast<uint64_t>(request.content_length) > config_->limits.max_body_bytes) {
     selection.status = 413;
@@ -169,6 +174,11 @@ Selection RouteTable::select(Request& request) {
     if (!http::method_allowed(*route.config, request.method_text)) {
       selection.status = 405;
       selection.allow = route.allow;
+      return selection;
+    }
+    if (request.method == Method::kUnknown && !route.unknown_method_allow.empty()) {
+      selection.status = 405;
+      selection.allow = route.unknown_method_allow;
       return selection;
     }
     selection.route = &route;

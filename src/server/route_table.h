@@ -38,6 +38,10 @@ struct RouteRuntime {
   std::shared_ptr<Handler> handler;
   std::shared_ptr<handlers::StreamHandler> stream;
   std::string allow;  // the route's `methods` as an Allow value, built once; empty: any method
+  // What a method token this server has no name for (PROPFIND, MKCOL, PURGE...) gets: empty when
+  // the handler passes any token on (proxy, FastCGI, application) or the route lists methods;
+  // otherwise the Allow of the 405 it answers (static and return routes).
+  std::string_view unknown_method_allow;
 };
 
 struct SiteRuntime {
@@ -60,14 +64,16 @@ struct Selection {
   const RouteRuntime* route = nullptr;
   // 0 with a route. Otherwise one of
   //   400 the path does not normalize          413 the declared body exceeds max_body_bytes
-  //   501 a method this server does not know   204 OPTIONS * (about the server as a whole)
+  //   204 OPTIONS * (about the server as a whole)
   //   404 no route matches the path            405 the route does not take this method
+  // (A method token the server has no name for is routed like any other: proxy and FastCGI
+  // routes pass it on, static and return routes answer 405.)
   int status = 0;
   std::string_view allow;  // the Allow value that goes with 204 and 405
 
-  // 400, 413 and 501 refuse the request as a whole: it is answered before its body is read (the
+  // 400 and 413 refuse the request as a whole: it is answered before its body is read (the
   // connection does not read it). 204, 404 and 405 are answers like a handler's.
-  bool refused() const { return status == 400 || status == 413 || status == 501; }
+  bool refused() const { return status == 400 || status == 413; }
 };
 
 class RouteTable : public RefCounted {
