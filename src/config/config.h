@@ -15,6 +15,7 @@
 #include "compress/options.h"
 #include "core/log.h"
 #include "core/regex.h"
+#include "http/header_edits.h"
 
 namespace peregrine::config {
 
@@ -218,6 +219,14 @@ struct ProxyOptions {
   Millis tunnel_idle_timeout{300'000};
 };
 
+// Response headers of a site or route (`headers`; see docs/access-auth.md).
+struct ResponseHeaders {
+  http::HeaderRuleSet rules;  // as written in this table
+  // Compiled when loaded: a route's holds its site's rules, then its own. Null: no rules, and
+  // writing a response costs one branch.
+  std::shared_ptr<const http::HeaderEdits> edits;
+};
+
 enum class MatchKind { kExact, kPrefix, kExtension, kRegex };
 enum class HandlerKind { kStatic, kReturn, kApplication, kFastcgi, kProxy };
 
@@ -233,6 +242,7 @@ struct Route {
   ProxyOptions proxy;
   std::vector<std::string> methods;  // allowed methods; empty = the handler's default
   compress::Options compress;        // the site's, overridden by the route's `compress`
+  ResponseHeaders headers;           // applied after the site's
   SourcePos pos;
 };
 
@@ -279,6 +289,7 @@ struct Site {
   AccessLog access_log;
   SiteTls tls;
   compress::Options compress;  // on-the-fly compression, inherited by the site's routes
+  ResponseHeaders headers;     // on every response of the site, before a route's own
   SourcePos pos;
 };
 

@@ -24,6 +24,7 @@
 
 #include "compress/config.h"
 #include "config/config.h"
+#include "config/header_rules.h"
 #include "config/listen_address.h"
 #include "config/reader.h"
 #include "config/registry.h"
@@ -70,6 +71,7 @@ const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "error_pages",
                                                  "tls",
                                                  "compress",
+                                                 "headers",
                                                  "route"};
 const std::vector<std::string_view> kMatchKeys = {"exact", "prefix", "extension", "regex"};
 
@@ -293,6 +295,18 @@ bool read_route(RouteContext& context, const toml::table& table, Route* route) {
   route->compress = context.site.compress;
   if (const toml::node* node = table.get("compress"))
     compress::read_options(reader, *node, "site.route.compress", &route->compress);
+  route->headers.edits = context.site.headers.edits;
+  if (const toml::node* node = table.get("headers")) {
+    read_header_rules(reader, *node, "site.route.headers", HeaderRulesFor::kResponse,
+                      &route->headers.rules);
+    if (!route->headers.rules.empty()) {
+      auto edits = context.site.headers.edits
+                       ? std::make_shared<http::HeaderEdits>(*context.site.headers.edits)
+                       : std::make_shared<http::HeaderEdits>();
+      edits->then(route->headers.rules);
+      route->headers.edits = std::move(edits);
+    }
+  }
 
   if (const toml::node* node = table.get("methods")) {
     std::vector<std::pair<std::string, const toml::node*>> methods;
@@ -683,6 +697,15 @@ class Loader {
       static_files::read_option(reader_, table, key, "site.", &site.static_files);
     if (const toml::node* node = table.get("compress"))
       compress::read_options(reader_, *node, "site.compress", &site.compress);
+    if (const toml::node* node = table.get("headers")) {
+      read_header_rules(reader_, *node, "site.headers", HeaderRulesFor::kResponse,
+                        &site.headers.rules);
+      if (!site.headers.rules.empty()) {
+        auto edits = std::make_shared<http::HeaderEdits>();
+        edits->then(site.headers.rules);
+        site.headers.edits = std::move(edits);
+      }
+    }
 
     if (const toml::node* node = table.get("access_log")) {
       std::string value;
@@ -748,6 +771,7 @@ class Loader {
       route.pattern = "/";
       route.static_files = site.static_files;
       route.compress = site.compress;
+      route.headers.edits = site.headers.edits;
       route.pos = site.pos;
       if (route.static_files.root.empty() && table.get("root") == nullptr) {
         reader_.error(site.pos, "site has neither a 'root' nor any [[site.route]]",

@@ -145,6 +145,8 @@ struct Sweeper final : event::Disposable {
 
 thread_local std::string batch_buffer;
 thread_local http2::ResponseFields response_fields;
+// A head filtered through a route's header rules, before it becomes fields.
+thread_local std::string edited_head;
 thread_local std::vector<nghttp2_nv> nv_scratch;
 thread_local std::string held_scratch;
 
@@ -1047,11 +1049,32 @@ bool Http2Connection::submit_head(Http2Stream& s, const Response& response, int6
   s.status_text[2] = static_cast<char>('0' + status % 10);
   http2::ResponseFields& fields = response_fields;
   fields.clear();
-  fields.add_lines(worker_.date_and_server_lines());
+  // The configured header rules (null for most responses): a stream refused before routing has
+  // its site's.
+  const http::HeaderEdits* headers = s.selection.headers;
+  if (!headers && s.selection.site) headers = s.selection.site->config->headers.edits.get();
+  const http::HeaderEditList* edits = headers ? headers->for_status(status) : nullptr;
+  if (edits) {
+    std::string& kept = edited_head;
+    kept.clear();
+    edits->append_kept(kept, worker_.date_and_server_lines());
+    fields.add_lines(kept);
+  } else {
+    fields.add_lines(worker_.date_and_server_lines());
+  }
   if (tls_ && s.selection.site && !s.selection.site->config->tls.hsts.empty())
     fields.add("strict-transport-security", s.selection.site->config->tls.hsts);  // RFC 6797
-  fields.add_lines(response.prebuilt_headers());
-  fields.add_lines(response.extra_headers());
+  if (edits) {
+    std::string& kept = edited_head;
+    kept.clear();
+    edits->append_kept(kept, response.prebuilt_headers());
+    edits->append_kept(kept, response.extra_headers());
+    kept.append(edits->lines);
+    fields.add_lines(kept);
+  } else {
+    fields.add_lines(response.prebuilt_headers());
+    fields.add_lines(response.extra_headers());
+  }
   char length_text[24];
   size_t length_size = 0;
   if (content_length >= 0 && status_has_body(status)) {

@@ -148,6 +148,7 @@ Selection RouteTable::select(Request& request) {
   Selection selection;
   SiteRuntime& site = site_for(request.host);
   selection.site = &site;
+  selection.headers = site.config->headers.edits.get();
   if (request.target == "*") {
     request.path = "*";
   } else if (http::path_is_normal(request.raw_path)) {
@@ -171,6 +172,7 @@ Selection RouteTable::select(Request& request) {
   }
   for (const RouteRuntime& route : site.routes) {
     if (!http::route_matches(*route.config, request.path)) continue;
+    selection.headers = route.config->headers.edits.get();
     if (!http::method_allowed(*route.config, request.method_text)) {
       selection.status = 405;
       selection.allow = route.allow;

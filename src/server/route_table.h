@@ -70,6 +70,9 @@ struct Selection {
   // routes pass it on, static and return routes answer 405.)
   int status = 0;
   std::string_view allow;  // the Allow value that goes with 204 and 405
+  // The response header rules of the route (its site's and its own), or of the site when no
+  // route was chosen; null when there are none.
+  const http::HeaderEdits* headers = nullptr;
 
   // 400 and 413 refuse the request as a whole: it is answered before its body is read (the
   // connection does not read it). 204, 404 and 405 are answers like a handler's.
