@@ -65,6 +65,10 @@ struct Request {
   socklen_t peer_len = 0;
   const sockaddr* local = nullptr;
   socklen_t local_len = 0;
+  // The user basic auth accepted (set by the route table; FastCGI's REMOTE_USER, the access
+  // log's $remote_user): a view into the configuration's htpasswd users, which live as long as
+  // the route table the request holds. Empty: no authentication on the route.
+  std::string_view remote_user;
 
   std::span<const Header> header_list() const { return {headers, header_count}; }
   // First header with this name, compared case-insensitively.

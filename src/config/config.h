@@ -17,6 +17,10 @@
 #include "core/regex.h"
 #include "http/header_edits.h"
 
+namespace peregrine::auth {
+class Htpasswd;
+}
+
 namespace peregrine::config {
 
 using Millis = std::chrono::milliseconds;
@@ -227,6 +231,13 @@ struct ResponseHeaders {
   std::shared_ptr<const http::HeaderEdits> edits;
 };
 
+// Basic authentication of a site or route (`auth`; see docs/access-auth.md and src/auth/).
+struct AuthOptions {
+  std::shared_ptr<const auth::Htpasswd> users;  // read when loaded; null: no authentication
+  std::string challenge;                        // WWW-Authenticate: Basic realm="...", ...
+  std::string file;                             // the htpasswd path, for messages
+};
+
 enum class MatchKind { kExact, kPrefix, kExtension, kRegex };
 enum class HandlerKind { kStatic, kReturn, kApplication, kFastcgi, kProxy };
 
@@ -243,6 +254,7 @@ struct Route {
   std::vector<std::string> methods;  // allowed methods; empty = the handler's default
   compress::Options compress;        // the site's, overridden by the route's `compress`
   ResponseHeaders headers;           // applied after the site's
+  AuthOptions auth;                  // the site's unless the route has its own or "off"
   SourcePos pos;
 };
 
@@ -290,6 +302,7 @@ struct Site {
   SiteTls tls;
   compress::Options compress;  // on-the-fly compression, inherited by the site's routes
   ResponseHeaders headers;     // on every response of the site, before a route's own
+  AuthOptions auth;            // inherited by the site's routes
   SourcePos pos;
 };
 

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "auth/config.h"
 #include "compress/config.h"
 #include "config/config.h"
 #include "config/header_rules.h"
@@ -72,6 +73,7 @@ const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "tls",
                                                  "compress",
                                                  "headers",
+                                                 "auth",
                                                  "route"};
 const std::vector<std::string_view> kMatchKeys = {"exact", "prefix", "extension", "regex"};
 
@@ -295,6 +297,9 @@ bool read_route(RouteContext& context, const toml::table& table, Route* route) {
   route->compress = context.site.compress;
   if (const toml::node* node = table.get("compress"))
     compress::read_options(reader, *node, "site.route.compress", &route->compress);
+  route->auth = context.site.auth;
+  if (const toml::node* node = table.get("auth"))
+    auth::read_options(reader, *node, "site.route.auth", /*route=*/true, &route->auth);
   route->headers.edits = context.site.headers.edits;
   if (const toml::node* node = table.get("headers")) {
     read_header_rules(reader, *node, "site.route.headers", HeaderRulesFor::kResponse,
@@ -697,6 +702,8 @@ class Loader {
       static_files::read_option(reader_, table, key, "site.", &site.static_files);
     if (const toml::node* node = table.get("compress"))
       compress::read_options(reader_, *node, "site.compress", &site.compress);
+    if (const toml::node* node = table.get("auth"))
+      auth::read_options(reader_, *node, "site.auth", /*route=*/false, &site.auth);
     if (const toml::node* node = table.get("headers")) {
       read_header_rules(reader_, *node, "site.headers", HeaderRulesFor::kResponse,
                         &site.headers.rules);
@@ -772,6 +779,7 @@ class Loader {
       route.static_files = site.static_files;
       route.compress = site.compress;
       route.headers.edits = site.headers.edits;
+      route.auth = site.auth;
       route.pos = site.pos;
       if (route.static_files.root.empty() && table.get("root") == nullptr) {
         reader_.error(site.pos, "site has neither a 'root' nor any [[site.route]]",

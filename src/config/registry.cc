@@ -34,6 +34,7 @@ const std::vector<std::string_view>& route_keys() {
     keys.push_back("methods");
     keys.push_back("compress");
     keys.push_back("headers");
+    keys.push_back("auth");
     for (const RouteHandlerReader& handler : handlers.subspan(1)) {
       keys.insert(keys.end(), handler.keys->begin(), handler.keys->end());
     }

@@ -78,6 +78,7 @@ void Request::clear() {
   secure = false;
   path = {};
   body = {};
+  remote_user = {};
   path_storage.clear();
 }
 
@@ -108,6 +109,7 @@ void Request::assign(const Request& other) {
   peer_len = other.peer_len;
   local = other.local;
   local_len = other.local_len;
+  remote_user = other.remote_user;
 }
 
 }  // namespace peregrine

@@ -363,6 +363,7 @@ void Connection::answer(Request& request, const Selection& selection) {
   } else {
     response.set_status(selection.status);
     if (!selection.allow.empty()) response.add_header("Allow", selection.allow);
+    if (!selection.challenge.empty()) response.add_header("WWW-Authenticate", selection.challenge);
   }
   send_response(request, response, selection.site, selection.headers);
 }

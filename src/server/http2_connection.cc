@@ -1007,6 +1007,8 @@ void Http2Connection::answer(Http2Stream& s) {
   } else {
     response.set_status(s.selection.status);
     if (!s.selection.allow.empty()) response.add_header("Allow", s.selection.allow);
+    if (!s.selection.challenge.empty())
+      response.add_header("WWW-Authenticate", s.selection.challenge);
   }
   respond_complete(s, response);
 }

@@ -46,6 +46,7 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
   const Clock& clock = env.clock;
   Ref<RouteTable> table(new RouteTable);
   table->config_ = config;
+  table->auth_ = std::make_unique<auth::BasicAuth>(env.clock);
   for (const config::UpstreamGroup& group : config->upstreams) {
     table->groups_.push_back(std::make_unique<upstream::GroupRuntime>(group, env.poller, env.timers,
                                                                       env.clock, env.workers));
@@ -182,6 +183,15 @@ Selection RouteTable::select(Request& request) {
       selection.status = 405;
       selection.allow = route.unknown_method_allow;
       return selection;
+    }
+    // After allow/deny and the rate limit (which keep a flood of guesses from reaching here).
+    if (const auth::Htpasswd* users = route.config->auth.users.get()) {
+      request.remote_user = auth_->check(*users, request);
+      if (request.remote_user.empty()) {
+        selection.status = 401;
+        selection.challenge = route.config->auth.challenge;
+        return selection;
+      }
     }
     selection.route = &route;
     return selection;

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "auth/basic.h"
 #include "config/config.h"
 #include "core/clock.h"
 #include "event/poller.h"
@@ -66,6 +67,7 @@ struct Selection {
   //   400 the path does not normalize          413 the declared body exceeds max_body_bytes
   //   204 OPTIONS * (about the server as a whole)
   //   404 no route matches the path            405 the route does not take this method
+  //   401 the route's basic auth did not accept the request's credentials
   // (A method token the server has no name for is routed like any other: proxy and FastCGI
   // routes pass it on, static and return routes answer 405.)
   int status = 0;
@@ -73,6 +75,7 @@ struct Selection {
   // The response header rules of the route (its site's and its own), or of the site when no
   // route was chosen; null when there are none.
   const http::HeaderEdits* headers = nullptr;
+  std::string_view challenge;  // the WWW-Authenticate value that goes with 401
 
   // 400 and 413 refuse the request as a whole: it is answered before its body is read (the
   // connection does not read it). 204, 404 and 405 are answers like a handler's.
@@ -107,6 +110,7 @@ class RouteTable : public RefCounted {
   std::vector<std::unique_ptr<upstream::GroupRuntime>> groups_;  // one per Config::upstreams
   std::vector<std::shared_ptr<void>> probes_;                    // active health checkers
   std::unique_ptr<tls::ServerContexts> tls_;
+  std::unique_ptr<auth::BasicAuth> auth_;  // this worker's verifications and their cache
 };
 
 }  // namespace peregrine::server

@@ -8,7 +8,7 @@ namespace {
 
 TEST(RequestAssign, CopiesEveryField) {
   // assign() lists the members by hand; a new member changes the size and must be added there.
-  EXPECT_EQ(sizeof(Request), 3432u) << "Request changed: update Request::assign()";
+  EXPECT_EQ(sizeof(Request), 3448u) << "Request changed: update Request::assign()";
 
   sockaddr_in peer{}, local{};
   Request a;
@@ -36,6 +36,7 @@ TEST(RequestAssign, CopiesEveryField) {
   a.peer_len = sizeof peer;
   a.local = reinterpret_cast<const sockaddr*>(&local);
   a.local_len = sizeof local;
+  a.remote_user = "alice";
 
   Request b;
   b.headers[2] = {"Stale", "untouched"};
@@ -64,6 +65,7 @@ TEST(RequestAssign, CopiesEveryField) {
   EXPECT_EQ(b.peer_len, a.peer_len);
   EXPECT_EQ(b.local, a.local);
   EXPECT_EQ(b.local_len, a.local_len);
+  EXPECT_EQ(b.remote_user, "alice");
 
   // A path that is a view into the read buffer (not path_storage) stays that view.
   a.path = a.raw_path;
