@@ -186,6 +186,21 @@ class BasicAuthTestCase(ServerTestCase):
         self.assertEqual(self.get(srv.port, "/index.html", basic("new", "n-pass")).status, 200)
         self.wait_for(lambda: "plaintext" in srv.stderr(), timeout=3, msg="the reload error is logged")
 
+    def test_user_in_the_access_log(self):
+        log = os.path.join(self.tmp, "access.log")
+        text = make_config(self.root, site=self.site_auth(), access_log=log)
+        srv = self.start_config(text)
+        self.assertEqual(self.get(srv.port, "/index.html", basic("apr1", "a-pass")).status, 200)
+        self.assertEqual(self.get(srv.port, "/index.html", basic("apr1", "nope")).status, 401)
+
+        def lines():
+            return open(log).read().splitlines() if os.path.exists(log) else []
+        self.wait_for(lambda: len(lines()) >= 2, timeout=5, msg="two access log lines")
+        self.assertIn(" - apr1 [", lines()[0])
+        self.assertIn('" 200 ', lines()[0])
+        self.assertIn(" - - [", lines()[1], "a refused user is not logged as authenticated")
+        self.assertIn('" 401 ', lines()[1])
+
     # ---- config errors ----
 
     def check(self, site):
