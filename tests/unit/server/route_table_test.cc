@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "auth/htpasswd.h"
 #include "config/config.h"
 #include "core/clock.h"
 #include "event/poller.h"
@@ -238,6 +239,45 @@ TEST_F(RouteTableSelect, UnknownMethodOnAReturnRouteIs405UnlessListed) {
   s = table_->select(request("MKCOL", "/dav/x"));
   EXPECT_EQ(s.status, 405);
   EXPECT_EQ(s.allow, "PROPFIND");
+}
+
+TEST_F(RouteTableSelect, BasicAuthAfterTheMethodSetsTheUserOr401) {
+  auto cfg = std::make_shared<config::Config>();
+  config::Site only = site({"www.example.com"});
+  config::Route locked = app_route(config::MatchKind::kPrefix, "/admin/", {"GET"});
+  std::vector<auth::HtpasswdProblem> problems;
+  // openssl passwd -apr1 -salt abcdefgh secret
+  locked.auth.users = std::make_shared<auth::Htpasswd>(
+      auth::Htpasswd::parse("alice:$apr1$abcdefgh$h9FWgUz3n9YxylKLlR5SQ/\n", &problems));
+  locked.auth.challenge = "Basic realm=\"Admins\", charset=\"UTF-8\"";
+  only.routes = {locked, app_route(config::MatchKind::kPrefix, "/")};
+  cfg->sites = {only};
+  config_ = cfg;
+  std::string error;
+  table_ = RouteTable::build(cfg, env_, registry_, log_writer_, &error);
+  ASSERT_TRUE(table_) << error;
+
+  Selection s = table_->select(request("GET", "/admin/x"));
+  EXPECT_EQ(s.status, 401);
+  EXPECT_EQ(s.route, nullptr);
+  EXPECT_FALSE(s.refused()) << "a 401 is an answer; the body is read and dropped";
+  EXPECT_EQ(s.challenge, "Basic realm=\"Admins\", charset=\"UTF-8\"");
+  EXPECT_EQ(request_.remote_user, "");
+
+  Request& good = request("GET", "/admin/x");
+  good.headers[0] = {"Authorization", "Basic YWxpY2U6c2VjcmV0"};  // alice:secret
+  good.header_count = 1;
+  s = table_->select(good);
+  EXPECT_EQ(s.status, 0);
+  EXPECT_EQ(s.route->config, route(0, 0));
+  EXPECT_EQ(request_.remote_user, "alice");
+
+  // The method is checked first: 405 says nothing about the credentials.
+  EXPECT_EQ(table_->select(request("POST", "/admin/x")).status, 405);
+  // Other routes are open.
+  s = table_->select(request("GET", "/open"));
+  EXPECT_EQ(s.status, 0);
+  EXPECT_EQ(request_.remote_user, "");
 }
 
 TEST_F(RouteTableSelect, ErrorBodyWithoutErrorPagesIsTheDefaultPage) {
