@@ -1,6 +1,6 @@
 // HTTP basic authentication (RFC 7617) of one request against a route's htpasswd users, with a
 // per-worker cache of recent successes so that a keep-alive client does not pay a bcrypt check
-// (milliseconds of CPU) per request.
+// (tens to hundreds of milliseconds of CPU) per request.
 #pragma once
 
 #include <cstdint>
