@@ -23,7 +23,7 @@ enum class Method : uint8_t {
   kPatch,
   kTrace,
   kConnect,
-  kUnknown,  // a syntactically valid token we do not implement: 501
+  kUnknown,  // any other valid token (PROPFIND, PURGE...): its spelling is in method_text
 };
 
 std::string_view method_name(Method method);
@@ -70,8 +70,11 @@ struct Request {
   // when nothing was forwarded.
   const sockaddr* socket_peer = nullptr;
   socklen_t socket_peer_len = 0;
-  std::string_view request_id;   // [request_id]: made or passed on; empty when off
-  std::string_view remote_user;  // set by authentication; the access log's $remote_user
+  std::string_view request_id;  // [request_id]: made or passed on; empty when off
+  // The user basic auth accepted (set by the route table; FastCGI's REMOTE_USER, the access
+  // log's $remote_user): a view into the configuration's htpasswd users, which live as long as
+  // the route table the request holds. Empty: no authentication on the route.
+  std::string_view remote_user;
   // The access log's $upstream_addr, $upstream_status and $upstream_response_time, noted by
   // an upstream exchange when a back end's response head arrives (the exchange holds the
   // request as const, hence mutable). The address lives in the configuration snapshot.

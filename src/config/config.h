@@ -18,6 +18,11 @@
 #include "core/cidr.h"
 #include "core/log.h"
 #include "core/regex.h"
+#include "http/header_edits.h"
+
+namespace peregrine::auth {
+class Htpasswd;
+}
 
 namespace peregrine::config {
 
@@ -241,6 +246,21 @@ struct ProxyOptions {
   Millis tunnel_idle_timeout{300'000};
 };
 
+// Response headers of a site or route (`headers`; see docs/access-auth.md).
+struct ResponseHeaders {
+  http::HeaderRuleSet rules;  // as written in this table
+  // Compiled when loaded: a route's holds its site's rules, then its own. Null: no rules, and
+  // writing a response costs one branch.
+  std::shared_ptr<const http::HeaderEdits> edits;
+};
+
+// Basic authentication of a site or route (`auth`; see docs/access-auth.md and src/auth/).
+struct AuthOptions {
+  std::shared_ptr<const auth::Htpasswd> users;  // read when loaded; null: no authentication
+  std::string challenge;                        // WWW-Authenticate: Basic realm="...", ...
+  std::string file;                             // the htpasswd path, for messages
+};
+
 enum class MatchKind { kExact, kPrefix, kExtension, kRegex };
 enum class HandlerKind { kStatic, kReturn, kApplication, kFastcgi, kProxy };
 
@@ -257,6 +277,8 @@ struct Route {
   std::vector<std::string> methods;  // allowed methods; empty = the handler's default
   compress::Options compress;        // the site's, overridden by the route's `compress`
   access::Options access;            // the site's, overridden by the route's `access`/`limit`
+  ResponseHeaders headers;           // applied after the site's
+  AuthOptions auth;                  // the site's unless the route has its own or "off"
   SourcePos pos;
 };
 
@@ -304,6 +326,8 @@ struct Site {
   SiteTls tls;
   compress::Options compress;  // on-the-fly compression, inherited by the site's routes
   access::Options access;      // allow/deny rules and limits (docs/access.md)
+  ResponseHeaders headers;     // on every response of the site, before a route's own
+  AuthOptions auth;            // inherited by the site's routes
   SourcePos pos;
 };
 

@@ -23,9 +23,11 @@
 #include <vector>
 
 #include "access/config.h"
+#include "auth/config.h"
 #include "compress/config.h"
 #include "config/client_address.h"
 #include "config/config.h"
+#include "config/header_rules.h"
 #include "config/listen_address.h"
 #include "config/reader.h"
 #include "config/registry.h"
@@ -49,10 +51,9 @@ constexpr int64_t kMaxBacklog = 65535;
 constexpr int64_t kMaxConnections = 1 << 20;
 
 const std::vector<std::string_view> kTopKeys = {
-    "listen",    "workers",   "user",          "group",          "pid_file",
-    "error_log", "log_level", "server_header", "limits",         "mime_types",
-    "upstream",  "site",      "tls",           "client_address", "request_id",
-    "limit"};
+    "listen",    "workers",        "user",       "group",      "pid_file", "error_log",
+    "log_level", "server_header",  "limits",     "mime_types", "upstream", "site",
+    "tls",       "client_address", "request_id", "limit"};
 const std::vector<std::string_view> kLimitKeys = {
     "header_timeout",   "keepalive_timeout", "body_timeout",
     "send_timeout",     "shutdown_timeout",  "max_connections",
@@ -77,6 +78,8 @@ const std::vector<std::string_view> kSiteKeys = {"hosts",
                                                  "compress",
                                                  "access",
                                                  "limit",
+                                                 "headers",
+                                                 "auth",
                                                  "route"};
 const std::vector<std::string_view> kMatchKeys = {"exact", "prefix", "extension", "regex"};
 
@@ -303,6 +306,21 @@ bool read_route(RouteContext& context, const toml::table& table, Route* route) {
   route->access = context.site.access;
   if (context.limits)
     access::read_options(reader, table, *context.limits, "site.route", &route->access);
+  route->auth = context.site.auth;
+  if (const toml::node* node = table.get("auth"))
+    auth::read_options(reader, *node, "site.route.auth", /*route=*/true, &route->auth);
+  route->headers.edits = context.site.headers.edits;
+  if (const toml::node* node = table.get("headers")) {
+    read_header_rules(reader, *node, "site.route.headers", HeaderRulesFor::kResponse,
+                      &route->headers.rules);
+    if (!route->headers.rules.empty()) {
+      auto edits = context.site.headers.edits
+                       ? std::make_shared<http::HeaderEdits>(*context.site.headers.edits)
+                       : std::make_shared<http::HeaderEdits>();
+      edits->then(route->headers.rules);
+      route->headers.edits = std::move(edits);
+    }
+  }
 
   if (const toml::node* node = table.get("methods")) {
     std::vector<std::pair<std::string, const toml::node*>> methods;
@@ -724,6 +742,17 @@ class Loader {
     if (const toml::node* node = table.get("compress"))
       compress::read_options(reader_, *node, "site.compress", &site.compress);
     access::read_options(reader_, table, config_.access, "site", &site.access);
+    if (const toml::node* node = table.get("auth"))
+      auth::read_options(reader_, *node, "site.auth", /*route=*/false, &site.auth);
+    if (const toml::node* node = table.get("headers")) {
+      read_header_rules(reader_, *node, "site.headers", HeaderRulesFor::kResponse,
+                        &site.headers.rules);
+      if (!site.headers.rules.empty()) {
+        auto edits = std::make_shared<http::HeaderEdits>();
+        edits->then(site.headers.rules);
+        site.headers.edits = std::move(edits);
+      }
+    }
 
     if (const toml::node* node = table.get("access_log")) {
       std::string value;
@@ -803,6 +832,8 @@ class Loader {
       route.static_files = site.static_files;
       route.compress = site.compress;
       route.access = site.access;
+      route.headers.edits = site.headers.edits;
+      route.auth = site.auth;
       route.pos = site.pos;
       if (route.static_files.root.empty() && table.get("root") == nullptr) {
         reader_.error(site.pos, "site has neither a 'root' nor any [[site.route]]",

@@ -35,6 +35,8 @@ const std::vector<std::string_view>& route_keys() {
     keys.push_back("compress");
     keys.push_back("access");
     keys.push_back("limit");
+    keys.push_back("headers");
+    keys.push_back("auth");
     for (const RouteHandlerReader& handler : handlers.subspan(1)) {
       keys.insert(keys.end(), handler.keys->begin(), handler.keys->end());
     }

@@ -187,6 +187,10 @@ void AccessLogBuffer::log(const Request& request, int status, uint64_t body_byte
     append_json_string(out, referer);
     out.append(",\"user_agent\":");
     append_json_string(out, agent);
+    if (!request.remote_user.empty()) {
+      out.append(",\"remote_user\":");
+      append_json_string(out, request.remote_user);
+    }
     if (!tls_version.empty()) {
       out.append(",\"tls_version\":");
       append_json_string(out, tls_version);
@@ -196,7 +200,9 @@ void AccessLogBuffer::log(const Request& request, int status, uint64_t body_byte
     out.append("}\n");
   } else {
     append_address(out, request.peer);
-    out.append(" - - [").append(time_text_, time_len_).append("] \"");
+    out.append(" - ");
+    append_escaped(out, request.remote_user.empty() ? "-" : request.remote_user);  // basic auth
+    out.append(" [").append(time_text_, time_len_).append("] \"");
     append_escaped(out, request.method_text);
     out += ' ';
     append_escaped(out, request.target);

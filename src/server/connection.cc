@@ -467,8 +467,9 @@ void Connection::answer(Request& request, const Selection& selection) {
     response.set_status(selection.status);
     if (!selection.allow.empty()) response.add_header("Allow", selection.allow);
     access::add_retry_after(response, selection.retry_after);
+    if (!selection.challenge.empty()) response.add_header("WWW-Authenticate", selection.challenge);
   }
-  send_response(request, response, selection.site);
+  send_response(request, response, selection.site, selection.headers);
 }
 
 // A rate limit's delay mode: the request waits, held like one whose body is coming, while the
@@ -505,7 +506,7 @@ bool Connection::refuse_connection(Request& request, const Selection& selection)
   response.set_status(status);
   response.close_connection();
   linger_on_close_ = true;  // a body may be on its way
-  send_response(request, response, selection.site);
+  send_response(request, response, selection.site, selection.headers);
   return true;
 }
 
@@ -629,8 +630,9 @@ void Connection::respond_error(int status, const Request* request, SiteRuntime* 
     response.close_connection();
     linger_on_close_ = true;
   }
+  const http::HeaderEdits* headers = site ? site->config->headers.edits.get() : nullptr;
   if (request) {
-    send_response(*request, response, site);
+    send_response(*request, response, site, headers);
     return;
   }
   Request& blank = worker_.scratch_request();
@@ -641,16 +643,18 @@ void Connection::respond_error(int status, const Request* request, SiteRuntime* 
   blank.secure = tls_ != nullptr;
   blank.method_text = "-";
   blank.target = "-";
-  send_response(blank, response, &worker_.routes().default_site());
+  SiteRuntime& fallback = worker_.routes().default_site();
+  send_response(blank, response, &fallback, fallback.config->headers.edits.get());
 }
 
 // A complete response: an empty 4xx/5xx body becomes the site's error page (or a small default
 // page), then the head, the body and the access log line.
-void Connection::send_response(const Request& request, Response& response, SiteRuntime* site) {
+void Connection::send_response(const Request& request, Response& response, SiteRuntime* site,
+                               const http::HeaderEdits* headers) {
   const int status = response.status();
   if (status >= 400 && response.body_length() == 0)
     (site ? *site : worker_.routes().default_site()).fill_error_body(request, response);
-  write_response(request, response, static_cast<int64_t>(response.body_length()), site);
+  write_response(request, response, static_cast<int64_t>(response.body_length()), site, headers);
   if (site && site->access_log)
     log_access(*site, request, status, request.is_head() ? 0 : response.body_length(), &response);
 }
@@ -661,7 +665,8 @@ void Connection::send_response(const Request& request, Response& response, SiteR
 // known yet (a streamed body): chunked to HTTP/1.1 clients, close-delimited to HTTP/1.0 ones.
 // Also decides whether the connection stays open after this response.
 Connection::Framing Connection::write_response(const Request& request, const Response& response,
-                                               int64_t content_length, const SiteRuntime* site) {
+                                               int64_t content_length, const SiteRuntime* site,
+                                               const http::HeaderEdits* headers) {
   const int status = response.status();
   bool keep = keep_alive_allowed(request, response);
   Framing framing = Framing::kNone;
@@ -684,7 +689,12 @@ Connection::Framing Connection::write_response(const Request& request, const Res
   std::string& out = worker_.scratch_output().bytes();
   const size_t head_start = out.size();
   out.append(status_line(status));
-  out.append(worker_.date_and_server_lines());
+  // The configured header rules: null for most responses (one branch on the plain path).
+  const http::HeaderEditList* edits = headers ? headers->for_status(status) : nullptr;
+  if (edits)
+    edits->append_kept(out, worker_.date_and_server_lines());
+  else
+    out.append(worker_.date_and_server_lines());
   if (status == 101) {
     // the handler's "Connection: upgrade" says it all
   } else if (!keep) {
@@ -697,8 +707,14 @@ Connection::Framing Connection::write_response(const Request& request, const Res
     out.append(site->config->tls.hsts);
     out.append("\r\n");
   }
-  out.append(response.prebuilt_headers());
-  out.append(response.extra_headers());
+  if (edits) {
+    edits->append_kept(out, response.prebuilt_headers());
+    edits->append_kept(out, response.extra_headers());
+    out.append(edits->lines);
+  } else {
+    out.append(response.prebuilt_headers());
+    out.append(response.extra_headers());
+  }
   if (!request.request_id.empty() && worker_.routes().config().request_id.response) {
     const std::string& name = worker_.routes().config().request_id.header;
     out.append(name).append(": ").append(request.request_id).append("\r\n");
@@ -992,7 +1008,7 @@ void Connection::respond(Response& response) {
     keep_alive_ = false;
     linger_on_close_ = true;
   }
-  send_response(f.request, response, f.selection.site);
+  send_response(f.request, response, f.selection.site, f.selection.headers);
   queue_scratch_output();
   end_exchange();
 }
@@ -1008,8 +1024,8 @@ bool Connection::send_head(Response& head, int64_t content_length) {
     event::TimerList::disarm(timer);
   }
   if (!f.body.done()) keep_alive_ = false;  // answered before the whole body arrived
-  f.chunked_out =
-      write_response(f.request, head, content_length, f.selection.site) == Framing::kChunked;
+  f.chunked_out = write_response(f.request, head, content_length, f.selection.site,
+                                 f.selection.headers) == Framing::kChunked;
   f.body_allowed = !f.request.is_head() && status_has_body(status);
   if (f.body_allowed) f.body_bytes_sent += head.body_length();  // sent with the head
   // In a tunnel, bytes the client sent with its handshake go out with its next bytes (clients

@@ -13,6 +13,7 @@
 #include "event/poller.h"
 #include "event/timer_list.h"
 #include "handlers/stream_handler.h"
+#include "http/header_edits.h"
 #include "http/http1/parser.h"
 #include "peregrine/handler.h"
 #include "peregrine/ref_counted.h"
@@ -111,9 +112,11 @@ class Connection final : public event::Pollable,
 
   // ---- The response ----
   void respond_error(int status, const Request* request, SiteRuntime* site);
-  void send_response(const Request& request, Response& response, SiteRuntime* site);
+  // `headers`: the response header rules that apply (Selection::headers), or null.
+  void send_response(const Request& request, Response& response, SiteRuntime* site,
+                     const http::HeaderEdits* headers);
   Framing write_response(const Request& request, const Response& response, int64_t content_length,
-                         const SiteRuntime* site);
+                         const SiteRuntime* site, const http::HeaderEdits* headers);
   bool keep_alive_allowed(const Request& request, const Response& response) const;
 
   void flush();

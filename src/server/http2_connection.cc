@@ -156,6 +156,8 @@ struct Sweeper final : event::Disposable {
 
 thread_local std::string batch_buffer;
 thread_local http2::ResponseFields response_fields;
+// A head filtered through a route's header rules, before it becomes fields.
+thread_local std::string edited_head;
 thread_local std::vector<nghttp2_nv> nv_scratch;
 thread_local std::string held_scratch;
 
@@ -1115,6 +1117,8 @@ void Http2Connection::answer(Http2Stream& s) {
     response.set_status(s.selection.status);
     if (!s.selection.allow.empty()) response.add_header("Allow", s.selection.allow);
     access::add_retry_after(response, s.selection.retry_after);
+    if (!s.selection.challenge.empty())
+      response.add_header("WWW-Authenticate", s.selection.challenge);
   }
   respond_complete(s, response);
 }
@@ -1157,11 +1161,32 @@ bool Http2Connection::submit_head(Http2Stream& s, const Response& response, int6
   s.status_text[2] = static_cast<char>('0' + status % 10);
   http2::ResponseFields& fields = response_fields;
   fields.clear();
-  fields.add_lines(worker_.date_and_server_lines());
+  // The configured header rules (null for most responses): a stream refused before routing has
+  // its site's.
+  const http::HeaderEdits* headers = s.selection.headers;
+  if (!headers && s.selection.site) headers = s.selection.site->config->headers.edits.get();
+  const http::HeaderEditList* edits = headers ? headers->for_status(status) : nullptr;
+  if (edits) {
+    std::string& kept = edited_head;
+    kept.clear();
+    edits->append_kept(kept, worker_.date_and_server_lines());
+    fields.add_lines(kept);
+  } else {
+    fields.add_lines(worker_.date_and_server_lines());
+  }
   if (tls_ && s.selection.site && !s.selection.site->config->tls.hsts.empty())
     fields.add("strict-transport-security", s.selection.site->config->tls.hsts);  // RFC 6797
-  fields.add_lines(response.prebuilt_headers());
-  fields.add_lines(response.extra_headers());
+  if (edits) {
+    std::string& kept = edited_head;
+    kept.clear();
+    edits->append_kept(kept, response.prebuilt_headers());
+    edits->append_kept(kept, response.extra_headers());
+    kept.append(edits->lines);
+    fields.add_lines(kept);
+  } else {
+    fields.add_lines(response.prebuilt_headers());
+    fields.add_lines(response.extra_headers());
+  }
   if (!s.request.request_id.empty() && s.routes && s.routes->config().request_id.response)
     fields.add(s.routes->config().request_id.header, s.request.request_id);
   char length_text[24];

@@ -16,6 +16,10 @@ namespace {
 
 // What OPTIONS * answers: the methods some route of this server may take.
 constexpr std::string_view kServerMethods = "GET, HEAD, POST, PUT, DELETE, OPTIONS";
+// What static and return routes take when they list no methods: a token outside these (a WebDAV
+// method, say) gets 405 with this Allow.
+constexpr std::string_view kStaticMethods = "GET, HEAD, OPTIONS";
+constexpr std::string_view kReturnMethods = "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, TRACE";
 
 std::string allow_value(const std::vector<std::string>& methods) {
   std::string allow;
@@ -44,6 +48,7 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
   Ref<RouteTable> table(new RouteTable);
   table->config_ = config;
   table->clock_ = &env.clock;
+  table->auth_ = std::make_unique<auth::BasicAuth>(env.clock);
   for (const config::UpstreamGroup& group : config->upstreams) {
     table->groups_.push_back(std::make_unique<upstream::GroupRuntime>(group, env.poller, env.timers,
                                                                       env.clock, env.workers));
@@ -117,9 +122,14 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
           break;
         }
       }
-      runtime.routes.push_back({&route, std::move(handler), std::move(stream),
-                                allow_value(route.methods),
-                                route.access.any() ? &route.access : nullptr});
+      std::string_view unknown_method_allow;
+      if (route.methods.empty() && route.handler == config::HandlerKind::kStatic)
+        unknown_method_allow = kStaticMethods;
+      else if (route.methods.empty() && route.handler == config::HandlerKind::kReturn)
+        unknown_method_allow = kReturnMethods;
+      runtime.routes.push_back(
+          {&route, std::move(handler), std::move(stream), allow_value(route.methods),
+           route.access.any() ? &route.access : nullptr, unknown_method_allow});
     }
     if (!site.error_pages.empty() && !site.static_files.root.empty()) {
       config::StaticOptions pages = site.static_files;
@@ -144,6 +154,7 @@ Selection RouteTable::select(Request& request) {
   Selection selection;
   SiteRuntime& site = site_for(request.host);
   selection.site = &site;
+  selection.headers = site.config->headers.edits.get();
   if (request.target == "*") {
     request.path = "*";
   } else if (http::path_is_normal(request.raw_path)) {
@@ -153,10 +164,6 @@ Selection RouteTable::select(Request& request) {
     request.path = request.path_storage;
   } else {
     selection.status = 400;
-    return selection;
-  }
-  if (request.method == Method::kUnknown) {
-    selection.status = 501;
     return selection;
   }
   if (request.content_length > 0 &&
@@ -171,11 +178,26 @@ Selection RouteTable::select(Request& request) {
   }
   for (const RouteRuntime& route : site.routes) {
     if (!http::route_matches(*route.config, request.path)) continue;
+    selection.headers = route.config->headers.edits.get();
     if (route.access && refuse_by_access(*route.access, request, selection)) return selection;
     if (!http::method_allowed(*route.config, request.method_text)) {
       selection.status = 405;
       selection.allow = route.allow;
       return selection;
+    }
+    if (request.method == Method::kUnknown && !route.unknown_method_allow.empty()) {
+      selection.status = 405;
+      selection.allow = route.unknown_method_allow;
+      return selection;
+    }
+    // After allow/deny and the rate limit (which keep a flood of guesses from reaching here).
+    if (const auth::Htpasswd* users = route.config->auth.users.get()) {
+      request.remote_user = auth_->check(*users, request);
+      if (request.remote_user.empty()) {
+        selection.status = 401;
+        selection.challenge = route.config->auth.challenge;
+        return selection;
+      }
     }
     selection.route = &route;
     return selection;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "access/options.h"
+#include "auth/basic.h"
 #include "config/config.h"
 #include "core/clock.h"
 #include "event/poller.h"
@@ -40,6 +41,10 @@ struct RouteRuntime {
   std::shared_ptr<handlers::StreamHandler> stream;
   std::string allow;  // the route's `methods` as an Allow value, built once; empty: any method
   const access::Options* access = nullptr;  // null when the route has no rules and no limits
+  // What a method token this server has no name for (PROPFIND, MKCOL, PURGE...) gets: empty when
+  // the handler passes any token on (proxy, FastCGI, application) or the route lists methods;
+  // otherwise the Allow of the 405 it answers (static and return routes).
+  std::string_view unknown_method_allow;
 };
 
 struct SiteRuntime {
@@ -63,8 +68,11 @@ struct Selection {
   const RouteRuntime* route = nullptr;
   // 0 with a route. Otherwise one of
   //   400 the path does not normalize          413 the declared body exceeds max_body_bytes
-  //   501 a method this server does not know   204 OPTIONS * (about the server as a whole)
+  //   204 OPTIONS * (about the server as a whole)
   //   404 no route matches the path            405 the route does not take this method
+  //   401 the route's basic auth did not accept the request's credentials
+  // (A method token the server has no name for is routed like any other: proxy and FastCGI
+  // routes pass it on, static and return routes answer 405.)
   int status = 0;
   std::string_view allow;  // the Allow value that goes with 204 and 405
   // Access control (access/check.h): 403, or a limit's status (429) with Retry-After seconds;
@@ -72,10 +80,14 @@ struct Selection {
   uint32_t retry_after = 0;
   int64_t delay_ms = 0;
   const access::Options* access = nullptr;  // what applied, for counting the connection
+  // The response header rules of the route (its site's and its own), or of the site when no
+  // route was chosen; null when there are none.
+  const http::HeaderEdits* headers = nullptr;
+  std::string_view challenge;  // the WWW-Authenticate value that goes with 401
 
-  // 400, 413 and 501 refuse the request as a whole: it is answered before its body is read (the
+  // 400 and 413 refuse the request as a whole: it is answered before its body is read (the
   // connection does not read it). 204, 404 and 405 are answers like a handler's.
-  bool refused() const { return status == 400 || status == 413 || status == 501; }
+  bool refused() const { return status == 400 || status == 413; }
 };
 
 class RouteTable : public RefCounted {
@@ -110,6 +122,7 @@ class RouteTable : public RefCounted {
 
   // Access control once the route (or, for a 404, the site) is known; true when it refused.
   bool refuse_by_access(const access::Options& options, Request& request, Selection& selection);
+  std::unique_ptr<auth::BasicAuth> auth_;  // this worker's verifications and their cache
 };
 
 }  // namespace peregrine::server

@@ -217,6 +217,10 @@ void FastcgiExchange::encode_request_head() {
   }
   params.add("QUERY_STRING", target_.query);
   params.add("REQUEST_METHOD", r.method_text);
+  if (!r.remote_user.empty()) {  // the route's basic auth accepted this user
+    params.add("REMOTE_USER", r.remote_user);
+    params.add("AUTH_TYPE", "Basic");
+  }
   params.add("REQUEST_URI", r.target);
   params.add("DOCUMENT_URI", target_.script_name, target_.path_info);
   params.add_encoded(handler_.fixed_params_);  // DOCUMENT_ROOT, GATEWAY_INTERFACE, ...

@@ -1,12 +1,11 @@
 #include "handlers/proxy/config.h"
 
 #include <algorithm>
-#include <map>
 #include <string>
 
+#include "config/header_rules.h"
 #include "config/upstream_address.h"
 #include "config/validate.h"
-#include "http/header_names.h"
 #include "upstream/config.h"
 
 namespace peregrine::proxy {
@@ -15,7 +14,6 @@ namespace {
 
 using config::ProxyOptions;
 using config::Reader;
-using config::detail::to_lower;
 
 const std::vector<std::string_view> kKeys = {"proxy",
                                              "strip_prefix",
@@ -35,92 +33,8 @@ const std::vector<std::string_view> kKeys = {"proxy",
                                              "tls_server_name",
                                              "tls_certificate",
                                              "tls_key"};
-const std::vector<std::string_view> kHeaderRuleKeys = {"set", "add", "remove"};
 
 constexpr uint64_t kMaxResponseBuffer = uint64_t{64} << 20;
-
-bool check_header_name(Reader& reader, const toml::source_region& where, std::string_view name,
-                       bool request, std::string_view list) {
-  if (!config::detail::is_token(name)) {
-    reader.error(where, "invalid header name '" + std::string(name) + "' in " + std::string(list),
-                 "header names are tokens such as X-Request-Id");
-    return false;
-  }
-  if (http::is_managed(name)) {
-    reader.error(where, "header '" + std::string(name) + "' is managed by the proxy",
-                 "framing and connection headers (Connection, Keep-Alive, Transfer-Encoding, "
-                 "Content-Length, TE, Trailer, Upgrade) cannot be changed per route");
-    return false;
-  }
-  if (request && to_lower(name) == "host") {
-    reader.error(where, "the Host header is set with 'proxy_host', not in " + std::string(list),
-                 "proxy_host = \"pass\", \"upstream\" or a fixed name");
-    return false;
-  }
-  return true;
-}
-
-void read_header_rules(Reader& reader, const toml::node& node, const std::string& name,
-                       bool request, std::vector<std::string>* remove,
-                       std::vector<std::pair<std::string, std::string>>* set,
-                       std::vector<std::pair<std::string, std::string>>* add) {
-  const auto* table = node.as_table();
-  if (table == nullptr) {
-    reader.type_error(
-        node, name, "a table",
-        "e.g. { set = { \"X-A\" = \"1\" }, add = { \"X-B\" = \"2\" }, remove = [\"X-C\"] }");
-    return;
-  }
-  reader.check_keys(*table, kHeaderRuleKeys, "'" + name + "'");
-  auto pairs = [&](std::string_view key, std::vector<std::pair<std::string, std::string>>* out) {
-    const toml::node* list = table->get(key);
-    if (list == nullptr) return;
-    const std::string list_name = name + "." + std::string(key);
-    const auto* headers = list->as_table();
-    if (headers == nullptr) {
-      reader.type_error(*list, list_name, "a table of header names and values",
-                        "e.g. " + std::string(key) + " = { \"X-Env\" = \"production\" }");
-      return;
-    }
-    std::map<std::string, config::SourcePos> seen;
-    for (auto [key_ptr, value] : config::in_written_order(*headers)) {
-      std::string header(key_ptr->str());
-      if (!check_header_name(reader, key_ptr->source(), header, request, "'" + list_name + "'"))
-        continue;
-      if (auto [it, inserted] = seen.emplace(to_lower(header), reader.pos_of(key_ptr->source()));
-          !inserted) {
-        reader.error(
-            key_ptr->source(), "header '" + header + "' is listed twice in '" + list_name + "'",
-            "first at line " + std::to_string(it->second.line) + " (names are case-insensitive)");
-        continue;
-      }
-      std::string text;
-      if (!reader.read_string(*value, list_name + "." + header, &text)) continue;
-      bool bad = std::any_of(text.begin(), text.end(), [](char c) {
-        return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
-      });
-      if (bad) {
-        reader.error(value->source(),
-                     "the value of header '" + header + "' contains control characters");
-        continue;
-      }
-      out->emplace_back(header, text);
-    }
-  };
-  pairs("set", set);
-  pairs("add", add);
-  if (const toml::node* list = table->get("remove")) {
-    std::vector<std::pair<std::string, const toml::node*>> names;
-    if (reader.read_string_list(*list, name + ".remove", &names)) {
-      for (auto& [header, element] : names) {
-        if (check_header_name(reader, element->source(), header, request,
-                              "'" + name + ".remove'")) {
-          remove->push_back(header);
-        }
-      }
-    }
-  }
-}
 
 // The host part of an upstream address ("127.0.0.1:8443" -> "127.0.0.1", "[::1]:443" -> "::1"):
 // what an implicit https group verifies in the certificate by default.
@@ -229,12 +143,20 @@ void read_route(config::RouteContext& context, const toml::table& table, const t
   flag("intercept_errors", &options.intercept_errors);
   flag("websocket", &options.websocket);
   if (const toml::node* node = table.get("request_headers")) {
-    read_header_rules(reader, *node, "site.route.request_headers", true, &options.request_remove,
-                      &options.request_set, &options.request_add);
+    http::HeaderRuleSet rules;
+    config::read_header_rules(reader, *node, "site.route.request_headers",
+                              config::HeaderRulesFor::kProxyRequest, &rules);
+    options.request_remove = std::move(rules.remove);
+    options.request_set = std::move(rules.set);
+    options.request_add = std::move(rules.add);
   }
   if (const toml::node* node = table.get("response_headers")) {
-    read_header_rules(reader, *node, "site.route.response_headers", false, &options.response_remove,
-                      &options.response_set, &options.response_add);
+    http::HeaderRuleSet rules;
+    config::read_header_rules(reader, *node, "site.route.response_headers",
+                              config::HeaderRulesFor::kProxyResponse, &rules);
+    options.response_remove = std::move(rules.remove);
+    options.response_set = std::move(rules.set);
+    options.response_add = std::move(rules.add);
   }
   if (const toml::node* node = table.get("proxy_buffer")) {
     reader.read_size(*node, "site.route.proxy_buffer", 0, kMaxResponseBuffer,

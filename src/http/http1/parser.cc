@@ -26,7 +26,7 @@
 //   417  an Expect other than 100-continue.
 //   431  more than kMaxHeaders fields, or a head longer than max_head_bytes.
 //   501  a transfer coding other than chunked. (A method token we do not know is not an error
-//        here: the parser returns kDone with Method::kUnknown and the server answers 501.)
+//        here: the parser returns kDone with Method::kUnknown and the route decides.)
 //   505  a well-formed HTTP-version other than 1.0 and 1.1 ("HTTP/2.0", "HTTP/1.2").
 // The parser does not percent-decode or normalize the path.
 #include "http/http1/parser.h"

@@ -144,7 +144,7 @@ TEST(Http2RequestHead, HeaderListLimits) {
   EXPECT_EQ(b.finish(r, true), 431);
 }
 
-TEST(Http2RequestHead, UnknownMethodIsKeptForA501) {
+TEST(Http2RequestHead, UnknownMethodKeepsItsSpellingForTheRoute) {
   RequestHeadBuilder b;
   Request r;
   fill(b, {{":method", "BREW"}, {":scheme", "http"}, {":path", "/"}});

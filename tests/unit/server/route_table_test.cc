@@ -1,6 +1,6 @@
 // Tests for RouteTable::select (src/server/route_table.h): the one question a client connection
-// asks about a request. Site by Host, the request path, 501, 413, OPTIONS *, first match in
-// declared order, 404, and 405 with the route's methods in Allow.
+// asks about a request. Site by Host, the request path, 413, OPTIONS *, first match in declared
+// order, 404, 405 with the route's methods in Allow, and where an unknown method token goes.
 #include "server/route_table.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "auth/htpasswd.h"
 #include "config/config.h"
 #include "core/clock.h"
 #include "event/poller.h"
@@ -178,16 +179,19 @@ TEST_F(RouteTableSelect, SetsTheNormalizedPath) {
   EXPECT_EQ(request_.path.data(), request_.raw_path.data()) << "a normal path is not copied";
 }
 
-TEST_F(RouteTableSelect, RefusesABadPathAnUnknownMethodAndAnOversizedBody) {
+TEST_F(RouteTableSelect, RefusesABadPathAndAnOversizedBody) {
   build(/*max_body_bytes=*/1000);
   Selection s = table_->select(request("GET", "/a/%00/b"));
   EXPECT_EQ(s.status, 400);
   EXPECT_TRUE(s.refused());
   EXPECT_EQ(s.site->config, &config_->sites[0]);
 
+  // A method token the server has no name for is routed: an application route takes it.
   s = table_->select(request("BREW", "/index.html"));
-  EXPECT_EQ(s.status, 501);
-  EXPECT_TRUE(s.refused());
+  EXPECT_EQ(s.status, 0);
+  EXPECT_FALSE(s.refused());
+  ASSERT_NE(s.route, nullptr);
+  EXPECT_EQ(s.route->config, route(0, 3));
 
   Request& big = request("POST", "/api/upload");
   big.content_length = 1001;
@@ -201,6 +205,79 @@ TEST_F(RouteTableSelect, RefusesABadPathAnUnknownMethodAndAnOversizedBody) {
   Request& big_put = request("PUT", "/api/upload");
   big_put.content_length = 5000;
   EXPECT_EQ(table_->select(big_put).status, 413);
+}
+
+TEST_F(RouteTableSelect, UnknownMethodOnAReturnRouteIs405UnlessListed) {
+  auto cfg = std::make_shared<config::Config>();
+  config::Site only = site({"www.example.com"});
+  config::Route listed;
+  listed.match = config::MatchKind::kPrefix;
+  listed.pattern = "/dav/";
+  listed.handler = config::HandlerKind::kReturn;
+  listed.methods = {"PROPFIND"};
+  config::Route plain = listed;
+  plain.pattern = "/";
+  plain.methods.clear();
+  only.routes = {listed, plain};
+  cfg->sites = {only};
+  config_ = cfg;
+  std::string error;
+  table_ = RouteTable::build(cfg, env_, registry_, log_writer_, &error);
+  ASSERT_TRUE(table_) << error;
+
+  Selection s = table_->select(request("PURGE", "/page"));
+  EXPECT_EQ(s.status, 405);
+  EXPECT_FALSE(s.refused());
+  EXPECT_NE(s.allow.find("GET"), std::string_view::npos);
+  EXPECT_EQ(s.allow.find("PURGE"), std::string_view::npos);
+  s = table_->select(request("GET", "/page"));
+  EXPECT_EQ(s.status, 0);
+  // A route that names the token takes it, whatever its handler.
+  s = table_->select(request("PROPFIND", "/dav/x"));
+  EXPECT_EQ(s.status, 0);
+  EXPECT_EQ(s.route->config, route(0, 0));
+  s = table_->select(request("MKCOL", "/dav/x"));
+  EXPECT_EQ(s.status, 405);
+  EXPECT_EQ(s.allow, "PROPFIND");
+}
+
+TEST_F(RouteTableSelect, BasicAuthAfterTheMethodSetsTheUserOr401) {
+  auto cfg = std::make_shared<config::Config>();
+  config::Site only = site({"www.example.com"});
+  config::Route locked = app_route(config::MatchKind::kPrefix, "/admin/", {"GET"});
+  std::vector<auth::HtpasswdProblem> problems;
+  // openssl passwd -apr1 -salt abcdefgh secret
+  locked.auth.users = std::make_shared<auth::Htpasswd>(
+      auth::Htpasswd::parse("alice:$apr1$abcdefgh$h9FWgUz3n9YxylKLlR5SQ/\n", &problems));
+  locked.auth.challenge = "Basic realm=\"Admins\", charset=\"UTF-8\"";
+  only.routes = {locked, app_route(config::MatchKind::kPrefix, "/")};
+  cfg->sites = {only};
+  config_ = cfg;
+  std::string error;
+  table_ = RouteTable::build(cfg, env_, registry_, log_writer_, &error);
+  ASSERT_TRUE(table_) << error;
+
+  Selection s = table_->select(request("GET", "/admin/x"));
+  EXPECT_EQ(s.status, 401);
+  EXPECT_EQ(s.route, nullptr);
+  EXPECT_FALSE(s.refused()) << "a 401 is an answer; the body is read and dropped";
+  EXPECT_EQ(s.challenge, "Basic realm=\"Admins\", charset=\"UTF-8\"");
+  EXPECT_EQ(request_.remote_user, "");
+
+  Request& good = request("GET", "/admin/x");
+  good.headers[0] = {"Authorization", "Basic YWxpY2U6c2VjcmV0"};  // alice:secret
+  good.header_count = 1;
+  s = table_->select(good);
+  EXPECT_EQ(s.status, 0);
+  EXPECT_EQ(s.route->config, route(0, 0));
+  EXPECT_EQ(request_.remote_user, "alice");
+
+  // The method is checked first: 405 says nothing about the credentials.
+  EXPECT_EQ(table_->select(request("POST", "/admin/x")).status, 405);
+  // Other routes are open.
+  s = table_->select(request("GET", "/open"));
+  EXPECT_EQ(s.status, 0);
+  EXPECT_EQ(request_.remote_user, "");
 }
 
 TEST_F(RouteTableSelect, ErrorBodyWithoutErrorPagesIsTheDefaultPage) {
