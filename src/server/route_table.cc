@@ -1,6 +1,7 @@
 #include "server/route_table.h"
 
 #include "core/strings.h"
+#include "handlers/ajp/ajp_handler.h"
 #include "handlers/fastcgi/fastcgi_handler.h"
 #include "handlers/proxy/proxy_handler.h"
 #include "handlers/return/return_handler.h"
@@ -101,6 +102,15 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
             return {};
           }
           stream = std::move(gateway);
+          break;
+        }
+        case config::HandlerKind::kAjp: {
+          upstream::GroupRuntime* group = find_group(route.ajp.upstream);
+          if (!group) {
+            *error = position(route) + ": no upstream named '" + route.ajp.upstream + "'";
+            return {};
+          }
+          stream = std::make_shared<ajp::AjpHandler>(route, site, *group, env);
           break;
         }
         case config::HandlerKind::kProxy: {
