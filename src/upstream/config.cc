@@ -562,8 +562,9 @@ std::string RouteGroups::resolve(Reader& reader, const toml::node& node, config:
   auto [it, inserted] = uses_.emplace(group_name, Use{kind, reader.pos_of(node.source())});
   if (!inserted && it->second.kind != kind) {
     reader.error(node.source(),
-                 "upstream '" + group_name + "' is used by both " + kind_name(it->second.kind) +
-                     " and " + kind_name(kind) + " routes",
+                 "upstream '" + group_name + "' is used by both " +
+                     kind_name(std::min(it->second.kind, kind)) + " and " +
+                     kind_name(std::max(it->second.kind, kind)) + " routes",
                  "first used by a " + std::string(kind_name(it->second.kind)) + " route at line " +
                      std::to_string(it->second.pos.line) +
                      "; a group speaks one protocol, so declare one group for each");

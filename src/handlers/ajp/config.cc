@@ -28,6 +28,7 @@ bool valid_secret(std::string_view secret) {
 void read_secret_file(Reader& reader, const toml::node& node, AjpOptions* options) {
   std::string path;
   if (!reader.read_string(node, "site.route.ajp_secret_file", &path, false)) return;
+  if (!path.starts_with('/')) path = reader.base_dir() + "/" + path;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     reader.error(node.source(), "cannot read ajp_secret_file \"" + path + "\"",
