@@ -99,11 +99,11 @@ class TomcatCase(ServerTestCase):
         return "\n".join(lines) + "\n"
 
     def start_ajp(self, node="node1", upstreams="", limits='max_body_bytes = "64m"', workers=1,
-                  target=None, **keys):
+                  target=None, top="", **keys):
         root = self.make_root({"index.html": "static"})
         if target is None:
             target = f"ajp://127.0.0.1:{self.tomcats[node].ajp_port}"
-        config = make_config(root, limits=limits, routes=self.ajp_route(target, **keys),
+        config = make_config(root, top=top, limits=limits, routes=self.ajp_route(target, **keys),
                              workers=workers) + upstreams
         return self.start_config(config)
 
@@ -372,6 +372,18 @@ class TestAjpBasics(TomcatCase):
         status, _, _ = self.request(srv.port, "GET", "/info.jsp")
         self.assertEqual(status, 502)
         self.wait_for(lambda: "answered HTTP, not AJP" in srv.stderr(), msg="the log line")
+
+    def test_cping_before_reusing_an_idle_connection(self):
+        srv = self.start_ajp(ajp_cping_after="100ms", top='log_level = "debug"')
+        for _ in range(3):
+            self.assertEqual(self.request(srv.port, "GET", "/slow.jsp")[0], 200)
+            time.sleep(0.3)  # the pooled connection idles past ajp_cping_after: CPING first
+            data = os.urandom(100_000)
+            status, _, got = self.request(srv.port, "POST", "/echo.jsp", body=data)
+            self.assertEqual(status, 200)
+            self.assertTrue(got == data)
+        self.assertNotIn("[error]", srv.stderr())
+        self.assertEqual(srv.stderr().count("CPONG"), 3, srv.stderr())
 
     def test_many_concurrent_requests(self):
         srv = self.start_ajp(workers=2)

@@ -234,6 +234,8 @@ bool AjpExchange::hold_request() {
     return false;
   // The connection idled long: a firewall may have dropped it, or the container may hang.
   // Ask before the request goes, so a dead connection costs a fresh one, not a failed request.
+  LOG_DEBUG("ajp upstream %s: CPING on a connection idle for %lld ms", server().address.c_str(),
+            static_cast<long long>(now_ms() - conn_->idle_since_ms()));
   std::string_view ping = cping_packet();
   ssize_t n = ::send(conn_->fd(), ping.data(), ping.size(), MSG_NOSIGNAL);
   if (n != static_cast<ssize_t>(ping.size())) {
@@ -330,6 +332,7 @@ bool AjpExchange::decode(std::string_view& input) {
           return false;
         }
         cping_pending_ = false;
+        LOG_DEBUG("ajp upstream %s: CPONG", server().address.c_str());
         got_byte_ = false;  // the request has not gone yet: a reset is still a stale connection
         if (!write_out()) return false;
         break;
