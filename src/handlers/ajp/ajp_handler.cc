@@ -343,7 +343,10 @@ bool AjpExchange::decode(std::string_view& input) {
         }
         wants_packet_ = true;
         wanted_ = std::min(reader_.requested(), max_body_chunk(handler_.options_.packet_size));
-        if (!feed_body() || phase_ == Phase::kDone) return false;
+        // One packet at most goes into out_ here; what the container says next must still be
+        // decoded now (nothing else would wake us for bytes already read).
+        feed_body();
+        if (phase_ == Phase::kDone) return false;
         if (client_paused_ && pending_.size() < kPendingLimit) {
           client_paused_ = false;
           downstream_.resume_body();  // may call on_body() (and end us)
