@@ -111,6 +111,9 @@ struct HealthCheck {
   int expect_status_max = 399;
   uint32_t rise = 2;  // consecutive successes that bring a down server back
   uint32_t fall = 3;  // consecutive failures that take it out
+  // The group serves ajp routes: the probe is AJP13's CPING, answered by CPONG (path, host and
+  // status do not apply). Set when a route names the group.
+  bool ajp_cping = false;
 };
 
 // What balance = "hash" hashes: hash_key = "$uri", "$http_NAME" or "$cookie_NAME".

@@ -552,7 +552,12 @@ std::string RouteGroups::resolve(Reader& reader, const toml::node& node, config:
            : k == config::HandlerKind::kAjp   ? "ajp"
                                               : "proxy";
   };
-  if (kind != config::HandlerKind::kProxy && group != nullptr && group->health_check.enabled) {
+  if (kind == config::HandlerKind::kAjp && group != nullptr) {
+    // An AJP connector does not speak HTTP: the group's probe is CPING.
+    for (UpstreamGroup& g : config_->upstreams)
+      if (g.name == group_name) g.health_check.ajp_cping = true;
+  } else if (kind != config::HandlerKind::kProxy && group != nullptr &&
+             group->health_check.enabled) {
     reader.error(node.source(),
                  "upstream '" + group_name + "' has a health_check, which probes over HTTP; a " +
                      kind_name(kind) + " route cannot use it",

@@ -452,6 +452,20 @@ class TestAjpTwoTomcats(TomcatCase):
                  for _ in range(6)}
         self.assertEqual(nodes, {"node1", "node2"})
 
+    def test_cping_health_check(self):
+        # The group's active check is CPING: a dead server is taken out, the live ones stay.
+        dead = tomcat.free_port()
+        upstreams = (self.group() + f'[[upstream.server]]\naddress = "127.0.0.1:{dead}"\n'
+                     '[upstream.health_check]\ninterval = "200ms"\ntimeout = "1s"\nfall = 1\n')
+        srv = self.start_ajp(target="tomcats", upstreams=upstreams, top='log_level = "debug"')
+        self.wait_for(lambda: f"health check of 127.0.0.1:{dead} failed" in srv.stderr(),
+                      timeout=10, msg="the dead server's failed check")
+        time.sleep(0.6)  # several more rounds of checks
+        self.assertNotIn(f"health check of 127.0.0.1:{self.tomcats['node1'].ajp_port}", srv.stderr())
+        self.assertNotIn(f"health check of 127.0.0.1:{self.tomcats['node2'].ajp_port}", srv.stderr())
+        for _ in range(6):
+            self.assertEqual(self.request(srv.port, "GET", "/route.jsp")[0], 200)
+
     def test_packet_size_larger_than_ours_is_refused(self):
         # node2 may send 16 KiB packets; with the default ajp_packet_size (8 KiB) a large
         # response header makes one, which we refuse with 502 and a hint.
