@@ -283,9 +283,12 @@ class TestAjpBasics(TomcatCase):
         self.assertEqual(status, 200)
         self.assertEqual(headers["Content-Length"], str(len(body)))
         self.assertIn(b"quick brown fox", body)
+        length = headers["Content-Length"]
         status, headers, body = self.request(srv.port, "HEAD", "/small.jsp")
         self.assertEqual(status, 200)
         self.assertEqual(body, b"")
+        self.assertEqual(headers["Content-Length"], length)  # the length of the GET's body
+        self.assertEqual(self.request(srv.port, "GET", "/small.jsp")[0], 200)
 
     def test_slow_page_and_keepalive(self):
         srv = self.start_ajp()

@@ -418,7 +418,7 @@ handlers::Downstream::Sent AjpExchange::send_stage() {
   if (!head_sent_) {
     head_sent_ = true;
     response_.append_borrowed_body(stage_);  // send_head() copies it right after the head
-    if (!downstream_.send_head(response_, request_.is_head() ? -1 : content_length_))
+    if (!downstream_.send_head(response_, content_length_))
       sent = handlers::Downstream::Sent::kGone;
   } else if (!stage_.empty()) {
     sent = downstream_.send_body(stage_);
@@ -480,6 +480,9 @@ void AjpExchange::complete(bool reuse) {
   if (streaming_) {
     // A slow client's queue still goes out: finish() writes the end behind it.
     if (send_stage() != handlers::Downstream::Sent::kGone) downstream_.finish();
+  } else if (request_.is_head() && content_length_ >= 0 && reader_.status() != 304) {
+    // A HEAD answer keeps the length of the body it describes.
+    if (downstream_.send_head(response_, content_length_)) downstream_.finish();
   } else {
     response_.append_borrowed_body(body_);  // respond() copies it out before we end
     downstream_.respond(response_);
