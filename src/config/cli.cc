@@ -49,7 +49,9 @@ enum class Option {
   kTlsCert,
   kTlsKey,
   kTlsSelfSigned,
-  kCompress
+  kCompress,
+  kAjp,
+  kAjpSecretFile
 };
 
 struct OptionSpec {
@@ -79,6 +81,8 @@ constexpr OptionSpec kLongOptions[] = {
     {"tls-key", Option::kTlsKey, true},
     {"tls-self-signed", Option::kTlsSelfSigned, false},
     {"compress", Option::kCompress, false},
+    {"ajp", Option::kAjp, true},
+    {"ajp-secret-file", Option::kAjpSecretFile, true},
 };
 
 const OptionSpec* find_long(std::string_view name) {
@@ -149,6 +153,12 @@ std::string apply(Option option, std::string_view shown, const std::string& valu
       break;
     case Option::kProxy:
       cli->proxy.push_back(value);
+      break;
+    case Option::kAjp:
+      cli->ajp.push_back(value);
+      break;
+    case Option::kAjpSecretFile:
+      cli->ajp_secret_file = value;
       break;
     case Option::kMaxBody:
       cli->max_body = value;
@@ -342,6 +352,62 @@ QuickProxy parse_proxy_options(const CommandLine& cli, Config* config,
       config->upstreams.push_back(std::move(group));
       out.catch_all = ProxyRoute{"/", "http://proxy", false};  // the group, by name
     }
+  }
+  return out;
+}
+
+// --ajp [/PREFIX/=]ajp://ADDR as route tables (prefix, ajp, the secret); *catch_all: the one
+// without a prefix, if any. The route reader checks the address.
+std::vector<toml::table> ajp_tables(const CommandLine& cli, std::optional<toml::table>* catch_all,
+                                    std::vector<ConfigError>* errors) {
+  std::vector<toml::table> out;
+  if (!cli.ajp.empty() && cli.ajp_secret_file.empty()) {
+    errors->push_back(cli_error("--ajp needs --ajp-secret-file FILE",
+                                "FILE holds the secret of Tomcat's AJP connector (its "
+                                "secret=\"...\"); --ajp-secret-file none sends none, for a "
+                                "connector with secretRequired=\"false\""));
+    return out;
+  }
+  if (cli.ajp.empty() && !cli.ajp_secret_file.empty()) {
+    errors->push_back(cli_error("--ajp-secret-file needs --ajp"));
+    return out;
+  }
+  for (const std::string& value : cli.ajp) {
+    std::string prefix = "/", target = value;
+    if (value.starts_with('/')) {
+      size_t eq = value.find('=');
+      if (eq == std::string::npos) {
+        errors->push_back(cli_error("--ajp: '" + value + "' has a prefix but no address",
+                                    "write --ajp " + value + "=ajp://127.0.0.1:8009"));
+        continue;
+      }
+      prefix = value.substr(0, eq);
+      target = value.substr(eq + 1);
+      if (detail::has_control_chars(prefix) || prefix.find_first_of(" *") != std::string::npos) {
+        errors->push_back(cli_error("--ajp: invalid prefix '" + prefix + "'",
+                                    "a path prefix such as /app/, without spaces or '*'"));
+        continue;
+      }
+    }
+    if (!target.starts_with("ajp://")) {
+      errors->push_back(cli_error("--ajp: '" + target + "' is not an ajp:// address",
+                                  "e.g. --ajp /app/=ajp://127.0.0.1:8009"));
+      continue;
+    }
+    toml::table table{{"prefix", prefix}, {"ajp", target}};
+    if (cli.ajp_secret_file == "none")
+      table.insert("ajp_secret_required", false);
+    else
+      table.insert("ajp_secret_file", cli.ajp_secret_file);
+    if (prefix == "/") {
+      if (catch_all->has_value())
+        errors->push_back(cli_error("--ajp: only one address can serve every path",
+                                    "give the others a prefix: --ajp /PREFIX/=ajp://..."));
+      else
+        *catch_all = std::move(table);
+      continue;
+    }
+    out.push_back(std::move(table));
   }
   return out;
 }
@@ -616,6 +682,13 @@ std::string usage() {
                            http://unix:/run/app.sock:); repeat it to balance over several
       --proxy /PREFIX/=URL proxy paths under /PREFIX/ (prefix stripped) to URL; repeatable;
                            --root (or the defaults) serves the rest
+      --ajp ajp://ADDR     send every request to Tomcat's AJP connector at ADDR
+                           (ajp://127.0.0.1:8009)
+      --ajp /PREFIX/=ajp://ADDR
+                           send paths under /PREFIX/ (kept) to the AJP connector; repeatable
+      --ajp-secret-file FILE|none
+                           the AJP connector's secret (its secret="..."), needed with --ajp;
+                           none: send no secret (secretRequired="false")
       --fastcgi-conns N    at most N connections to --fastcgi ADDR, kept open between requests;
                            more requests wait for one (default: the pm.max_children of the
                            running php-fpm pool listening on ADDR, else 5)
@@ -667,6 +740,11 @@ LoadResult build_config(const CommandLine& cli) {
                                           "set max_conns = " + cli.fastcgi_conns +
                                               " on the server of an [[upstream]] group in " +
                                               cli.config_file));
+      }
+      if (!cli.ajp.empty() || !cli.ajp_secret_file.empty()) {
+        result.errors.push_back(
+            cli_error("--ajp and --ajp-secret-file cannot be combined with -c",
+                      "add a route with ajp = \"ajp://...\" to a [[site]] of " + cli.config_file));
       }
       if (!cli.proxy.empty()) {
         result.errors.push_back(
@@ -735,6 +813,14 @@ LoadResult build_config(const CommandLine& cli) {
     site.compress.enabled = cli.compress;  // --compress: gzip, brotli and zstd with the defaults
 
     QuickProxy proxy = parse_proxy_options(cli, config.get(), &result.errors);
+    std::optional<toml::table> ajp_catch_all;
+    std::vector<toml::table> ajp_routes = ajp_tables(cli, &ajp_catch_all, &result.errors);
+    if (ajp_catch_all && (proxy.catch_all || !cli.fastcgi.empty() || !cli.root.empty())) {
+      result.errors.push_back(
+          cli_error("--ajp without a prefix serves every path: --proxy URL, --fastcgi and "
+                    "--root would serve none",
+                    "send one prefix to Tomcat with --ajp /PREFIX/=ajp://ADDR"));
+    }
     if (proxy.catch_all && !cli.fastcgi.empty()) {
       result.errors.push_back(
           cli_error("--proxy URL and --fastcgi cannot both serve every path",
@@ -756,7 +842,7 @@ LoadResult build_config(const CommandLine& cli) {
       result.errors.push_back(cli_error("--fastcgi needs --root DIR",
                                         "DIR is the directory of the PHP scripts, as php-fpm sees "
                                         "it (SCRIPT_FILENAME is DIR followed by the path)"));
-    } else if (!proxy.catch_all &&
+    } else if (!proxy.catch_all && !ajp_catch_all &&
                std::filesystem::is_directory(std::filesystem::path(cwd) / "www", ec)) {
       detail::resolve_directory("www", cwd, &root, &problem);
     }
@@ -778,7 +864,10 @@ LoadResult build_config(const CommandLine& cli) {
     for (const ProxyRoute& prefix_route : proxy.prefix_routes) {
       add_route("--proxy", proxy_table(prefix_route));
     }
-    if (proxy.catch_all) {
+    for (const toml::table& table : ajp_routes) add_route("--ajp", table);
+    if (ajp_catch_all) {
+      add_route("--ajp", *ajp_catch_all);
+    } else if (proxy.catch_all) {
       add_route("--proxy", proxy_table(*proxy.catch_all));
     } else if (fastcgi_group) {
       add_route("--fastcgi",

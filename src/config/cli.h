@@ -26,6 +26,8 @@ struct CommandLine {
   std::string fastcgi;             // --fastcgi ADDR: every path to php-fpm (needs --root)
   std::string fastcgi_conns;       // --fastcgi-conns N: the cap on connections to it ("" = find)
   std::vector<std::string> proxy;  // --proxy URL | --proxy /prefix/=URL (repeatable)
+  std::vector<std::string> ajp;    // --ajp ajp://ADDR | --ajp /prefix/=ajp://ADDR (repeatable)
+  std::string ajp_secret_file;     // --ajp-secret-file FILE|none: the AJP connector's secret
   bool compress = false;           // --compress: on-the-fly compression with the defaults
   std::string max_body;            // --max-body SIZE: limits.max_body_bytes ("" = the default)
   std::string tls_cert;            // --tls-cert PEM: every --listen serves TLS with it

@@ -122,6 +122,7 @@ struct UpstreamServer {
   // queue. FastCGI connections are kept alive (FCGI_KEEP_CONN) only with a cap: a php-fpm child
   // serves one connection at a time, so idle connections beyond pm.max_children would starve it.
   uint32_t max_conns = 0;
+  std::string route;  // AJP: the Tomcat jvmRoute of this server, for sticky sessions ("" none)
   SourcePos pos;
 };
 
@@ -138,6 +139,9 @@ struct HealthCheck {
   int expect_status_max = 399;
   uint32_t rise = 2;  // consecutive successes that bring a down server back
   uint32_t fall = 3;  // consecutive failures that take it out
+  // The group serves ajp routes: the probe is AJP13's CPING, answered by CPONG (path, host and
+  // status do not apply). Set when a route names the group.
+  bool ajp_cping = false;
 };
 
 // What balance = "hash" hashes: hash_key = "$uri", "$http_NAME" or "$cookie_NAME".
@@ -259,10 +263,22 @@ struct AuthOptions {
   std::shared_ptr<const auth::Htpasswd> users;  // read when loaded; null: no authentication
   std::string challenge;                        // WWW-Authenticate: Basic realm="...", ...
   std::string file;                             // the htpasswd path, for messages
+// An AJP13 route (Tomcat's AJP connector); see docs/ajp.md.
+struct AjpOptions {
+  std::string upstream;  // group name in Config::upstreams
+  // Sent with every request; Tomcat's connector rejects requests without its `secret` (403).
+  // Empty only with ajp_secret_required = false.
+  std::string secret;
+  uint32_t packet_size = 8192;        // the connector's packetSize, 8 KiB .. 64 KiB
+  uint64_t buffer_bytes = 64 * 1024;  // responses up to this get a Content-Length; larger stream
+  // A pooled connection idle longer than this is checked with CPING before it carries a request;
+  // 0 = never.
+  Millis cping_after{5'000};
+  Millis cping_timeout{2'000};
 };
 
 enum class MatchKind { kExact, kPrefix, kExtension, kRegex };
-enum class HandlerKind { kStatic, kReturn, kApplication, kFastcgi, kProxy };
+enum class HandlerKind { kStatic, kReturn, kApplication, kFastcgi, kProxy, kAjp };
 
 struct Route {
   MatchKind match = MatchKind::kPrefix;
@@ -274,6 +290,7 @@ struct Route {
   ReturnOptions return_options;
   FastcgiOptions fastcgi;
   ProxyOptions proxy;
+  AjpOptions ajp;
   std::vector<std::string> methods;  // allowed methods; empty = the handler's default
   compress::Options compress;        // the site's, overridden by the route's `compress`
   access::Options access;            // the site's, overridden by the route's `access`/`limit`

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "handlers/ajp/config.h"
 #include "handlers/fastcgi/config.h"
 #include "handlers/proxy/config.h"
 #include "handlers/return/config.h"
@@ -12,10 +13,11 @@ namespace peregrine::config {
 
 std::span<const RouteHandlerReader> route_handlers() {
   // `return` first: a route with `return` answers by itself whatever else is set.
-  static const std::array<RouteHandlerReader, 3> kReaders = {
+  static const std::array<RouteHandlerReader, 4> kReaders = {
       return_route::route_reader(),
       fastcgi::route_reader(),
       proxy::route_reader(),
+      ajp::route_reader(),
   };
   return kReaders;
 }

@@ -2,6 +2,7 @@
 
 #include "access/check.h"
 #include "core/strings.h"
+#include "handlers/ajp/ajp_handler.h"
 #include "handlers/fastcgi/fastcgi_handler.h"
 #include "handlers/proxy/proxy_handler.h"
 #include "handlers/return/return_handler.h"
@@ -108,6 +109,15 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
             return {};
           }
           stream = std::move(gateway);
+          break;
+        }
+        case config::HandlerKind::kAjp: {
+          upstream::GroupRuntime* group = find_group(route.ajp.upstream);
+          if (!group) {
+            *error = position(route) + ": no upstream named '" + route.ajp.upstream + "'";
+            return {};
+          }
+          stream = std::make_shared<ajp::AjpHandler>(route, site, *group, env);
           break;
         }
         case config::HandlerKind::kProxy: {

@@ -111,6 +111,9 @@ struct PickContext {
   int64_t now_ms = 0;
   std::string_view client_ip;  // textual IPv4 or IPv6 address, no brackets/port (kIpHash)
   std::string_view hash_key;   // any bytes: URI, header or cookie value (kConsistentHash)
+  // A server the request belongs to (AJP's sticky session route), taken before the strategy
+  // when it is up, untried and has a free slot; -1: none.
+  int64_t preferred = -1;
 };
 
 enum class Strategy { kRoundRobin, kLeastConnections, kIpHash, kConsistentHash };

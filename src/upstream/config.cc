@@ -47,7 +47,8 @@ const std::vector<std::string_view> kGroupKeys = {"name",
                                                   "tls_key"};
 const std::vector<std::string_view> kTlsKeys = {"tls_ca", "tls_verify", "tls_server_name",
                                                 "tls_certificate", "tls_key"};
-const std::vector<std::string_view> kServerKeys = {"address", "weight", "backup", "max_conns"};
+const std::vector<std::string_view> kServerKeys = {"address", "weight", "backup", "max_conns",
+                                                   "route"};
 const std::vector<std::string_view> kHealthCheckKeys = {"path",   "host", "interval", "timeout",
                                                         "status", "rise", "fall"};
 const std::vector<std::string_view> kBalanceNames = {"round_robin", "least_conn", "ip_hash",
@@ -92,6 +93,16 @@ void read_server(Reader& reader, const toml::table& table, UpstreamGroup* group)
     if (reader.read_int(*node, "upstream.server.max_conns", 0, kMaxConnsPerServer, &n)) {
       server.max_conns = static_cast<uint32_t>(n);
     } else {
+      ok = false;
+    }
+  }
+  if (const toml::node* node = table.get("route")) {
+    // AJP's sticky sessions: the jvmRoute a session id ends with (".node1") picks this server.
+    if (reader.read_string(*node, "upstream.server.route", &server.route, false) &&
+        (server.route.find_first_of(" ;.,=\"") != std::string::npos ||
+         has_control_chars(server.route))) {
+      reader.error(node->source(), "invalid route \"" + server.route + "\"",
+                   "the name of the Tomcat Engine's jvmRoute, e.g. route = \"node1\"");
       ok = false;
     }
   }
@@ -497,6 +508,9 @@ std::string RouteGroups::resolve(Reader& reader, const toml::node& node, config:
     } else if (kind == config::HandlerKind::kFastcgi && group.tls.enabled) {
       reader.error(node.source(), "upstream '" + name + "' has tls = true; FastCGI speaks plain",
                    "declare a group without tls for the fastcgi route");
+    } else if (kind == config::HandlerKind::kAjp && group.tls.enabled) {
+      reader.error(node.source(), "upstream '" + name + "' has tls = true; AJP speaks plain",
+                   "declare a group without tls for the ajp route");
     }
   } else if (!address.empty()) {
     UpstreamServer server;
@@ -525,28 +539,40 @@ std::string RouteGroups::resolve(Reader& reader, const toml::node& node, config:
     hint +=
         kind == config::HandlerKind::kFastcgi
             ? "; or write an address: \"unix:/run/php/php8.2-fpm.sock\", \"127.0.0.1:9000\""
+        : kind == config::HandlerKind::kAjp
+            ? "; or write an address: \"ajp://127.0.0.1:8009\""
             : "; or write an address: \"http://127.0.0.1:8080\", \"http://unix:/run/app.sock:\"";
     reader.error(node.source(), "no upstream group named '" + name + "'", hint);
     return "";
   }
 
   const UpstreamGroup* group = find(group_name);
-  if (kind == config::HandlerKind::kFastcgi && group != nullptr && group->health_check.enabled) {
+  auto kind_name = [](config::HandlerKind k) {
+    return k == config::HandlerKind::kFastcgi ? "fastcgi"
+           : k == config::HandlerKind::kAjp   ? "ajp"
+                                              : "proxy";
+  };
+  if (kind == config::HandlerKind::kAjp && group != nullptr) {
+    // An AJP connector does not speak HTTP: the group's probe is CPING.
+    for (UpstreamGroup& g : config_->upstreams)
+      if (g.name == group_name) g.health_check.ajp_cping = true;
+  } else if (kind != config::HandlerKind::kProxy && group != nullptr &&
+             group->health_check.enabled) {
     reader.error(node.source(),
-                 "upstream '" + group_name +
-                     "' has a health_check, which probes over HTTP; a fastcgi "
-                     "route cannot use it",
+                 "upstream '" + group_name + "' has a health_check, which probes over HTTP; a " +
+                     kind_name(kind) + " route cannot use it",
                  "remove [upstream.health_check] from the group at line " +
                      std::to_string(group->pos.line) + " (passive health still applies)");
   }
   auto [it, inserted] = uses_.emplace(group_name, Use{kind, reader.pos_of(node.source())});
   if (!inserted && it->second.kind != kind) {
-    reader.error(
-        node.source(), "upstream '" + group_name + "' is used by both fastcgi and proxy routes",
-        "first used by a " +
-            std::string(it->second.kind == config::HandlerKind::kFastcgi ? "fastcgi" : "proxy") +
-            " route at line " + std::to_string(it->second.pos.line) +
-            "; a group speaks one protocol, so declare one group for each");
+    reader.error(node.source(),
+                 "upstream '" + group_name + "' is used by both " +
+                     kind_name(std::min(it->second.kind, kind)) + " and " +
+                     kind_name(std::max(it->second.kind, kind)) + " routes",
+                 "first used by a " + std::string(kind_name(it->second.kind)) + " route at line " +
+                     std::to_string(it->second.pos.line) +
+                     "; a group speaks one protocol, so declare one group for each");
   }
   return group_name;
 }

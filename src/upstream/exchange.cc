@@ -149,6 +149,7 @@ bool UpstreamExchange::handshake() {
 
 void UpstreamExchange::connected() {
   phase_ = Phase::kActive;
+  if (hold_request()) return;
   write_out();  // sets the timer: send_timeout if blocked, read_timeout once all is out
 }
 

@@ -181,6 +181,9 @@ class UpstreamExchange : public handlers::Exchange,
   virtual void on_queued() {}
   // The exchange ends (end()): protocol clean-up.
   virtual void on_end() {}
+  // The connection is ready (new, or taken from the pool): true when the protocol first checks
+  // it (AJP's CPING on a connection that idled long) and calls write_out() itself later.
+  virtual bool hold_request() { return false; }
 
   const char* const protocol_;
   GroupRuntime& group_;

@@ -133,6 +133,17 @@ GroupRuntime::Acquire GroupRuntime::acquire(const PickContext& context, const Tr
   // Servers at their cap are skipped like tried ones; if every up server is full, wait.
   TriedSet skip = tried;
   bool any_full = false;
+  if (context.preferred >= 0 && static_cast<size_t>(context.preferred) < slots_.size()) {
+    const size_t i = static_cast<size_t>(context.preferred);
+    Slots& s = slots_[i];
+    if (!tried.contains(i) && upstream_.group().is_up(i, context.now_ms) &&
+        (s.cap == 0 || s.in_use < s.cap)) {
+      ++s.in_use;
+      upstream_.group().on_connect(i);
+      *server = i;
+      return Acquire::kReady;
+    }
+  }
   for (;;) {
     std::optional<size_t> pick = upstream_.pick_excluding(context, skip);
     if (!pick) break;
@@ -272,6 +283,7 @@ void GroupRuntime::put_idle(UpstreamConnection* c) {
   }
   c->user_ = nullptr;
   c->idle_ = true;
+  c->idle_since_ms_ = clock_.monotonic_ms;
   c->next_ = s.idle;
   c->prev_ = nullptr;
   if (s.idle) s.idle->prev_ = c;

@@ -55,6 +55,9 @@ class UpstreamConnection final : public event::Pollable,
   size_t server() const { return server_; }
   uint32_t uses() const { return uses_; }  // requests it carried before this one
   bool reused() const { return uses_ > 0; }
+  // When it last went back to the pool (monotonic ms): AJP checks a connection idle long with
+  // CPING before it carries a request.
+  int64_t idle_since_ms() const { return idle_since_ms_; }
   // Writability is worth watching only while a write is blocked (a connect in progress, a full
   // socket): a unix socket reports it each time the peer reads, which would wake the worker for
   // nothing on every request. Connections start watched (connect); users turn it off.
@@ -72,6 +75,7 @@ class UpstreamConnection final : public event::Pollable,
   std::unique_ptr<tls::Stream> tls_;
   size_t server_ = 0;
   uint32_t uses_ = 0;
+  int64_t idle_since_ms_ = 0;
   UpstreamConnection* prev_ = nullptr;  // pool links
   UpstreamConnection* next_ = nullptr;
   event::TimerNode idle_timer_;

@@ -29,9 +29,13 @@ class HealthChecker::Probe final : public event::Pollable,
     const std::string& address = group.server(server).address;
     std::string host = check.host;
     if (host.empty()) host = address.starts_with("unix:") ? "localhost" : address;
-    request_ = "GET " + (check.path.empty() ? std::string("/") : check.path) +
-               " HTTP/1.1\r\nHost: " + host +
-               "\r\nUser-Agent: peregrine-health-check\r\nAccept: */*\r\nConnection: close\r\n\r\n";
+    if (check.ajp_cping)
+      request_.assign(kAjpCping, sizeof kAjpCping);
+    else
+      request_ = "GET " + (check.path.empty() ? std::string("/") : check.path) +
+                 " HTTP/1.1\r\nHost: " + host +
+                 "\r\nUser-Agent: peregrine-health-check\r\nAccept: */*\r\nConnection: "
+                 "close\r\n\r\n";
     timer_.owner = this;
     // The first probe goes out at once (on the next timer sweep): a server that is down when
     // the worker starts should not stay in the rotation for a whole interval.
@@ -106,6 +110,10 @@ class HealthChecker::Probe final : public event::Pollable,
 
  private:
   enum class Phase : uint8_t { kIdle, kConnecting, kHandshake, kSending, kReading };
+  // AJP13's CPING and the CPONG that answers it (handlers/ajp/protocol.h; upstream/ cannot
+  // include a handler's codec).
+  static constexpr char kAjpCping[] = {0x12, 0x34, 0x00, 0x01, 0x0A};
+  static constexpr char kAjpCpong[] = {'A', 'B', 0x00, 0x01, 0x09};
   // The head is all we look at; a larger one is a failure.
   static constexpr size_t kMaxResponseBytes = 16 * 1024;
 
@@ -150,6 +158,15 @@ class HealthChecker::Probe final : public event::Pollable,
       ssize_t n = tls_ ? tls_->read(buffer, sizeof buffer) : ::recv(fd_, buffer, sizeof buffer, 0);
       if (n > 0) {
         in_.append(buffer, static_cast<size_t>(n));
+        if (group_.config().health_check.ajp_cping) {
+          if (in_.size() < sizeof kAjpCpong) continue;
+          if (std::string_view(in_).substr(0, sizeof kAjpCpong) ==
+              std::string_view(kAjpCpong, sizeof kAjpCpong))
+            finish(true, "");
+          else
+            finish(false, "no CPONG in answer to CPING");
+          return;
+        }
         http1::ResponseParser::Result r = parser_.parse(in_);
         if (parser_.head_complete() &&
             !(r.status == http1::ResponseParser::Status::kError && r.consumed == 0)) {

@@ -291,7 +291,7 @@ root = "www"
                 "7:10: 'upstream.server.backup' must be a boolean, not a string (\"yes\")",
                 "8:13: 'upstream.server.max_conns' is -1; it must be between 0 and 1048576",
                 "9:1: unknown key 'colour' in [[upstream.server]] (hint: valid keys: address, "
-                "weight, backup, max_conns)",
+                "weight, backup, max_conns, route)",
             }));
   EXPECT_EQ(error(R"([[upstream]]
 name = "a"

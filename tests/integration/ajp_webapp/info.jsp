@@ -1,0 +1,28 @@
+<%@ page contentType="text/plain; charset=UTF-8" trimDirectiveWhitespaces="true" %>
+<%
+  // What the servlet sees of the request, one "name=value" line each, for test_ajp.py.
+  out.println("method=" + request.getMethod());
+  out.println("uri=" + request.getRequestURI());
+  out.println("query=" + request.getQueryString());
+  out.println("remote_addr=" + request.getRemoteAddr());
+  out.println("remote_port=" + request.getRemotePort());
+  out.println("remote_user=" + request.getRemoteUser());
+  out.println("auth_type=" + request.getAuthType());
+  out.println("secure=" + request.isSecure());
+  out.println("scheme=" + request.getScheme());
+  out.println("server_name=" + request.getServerName());
+  out.println("server_port=" + request.getServerPort());
+  out.println("protocol=" + request.getProtocol());
+  out.println("content_length=" + request.getContentLengthLong());
+  java.util.Enumeration<String> names = request.getHeaderNames();
+  while (names.hasMoreElements()) {
+    String name = names.nextElement();
+    java.util.Enumeration<String> values = request.getHeaders(name);
+    while (values.hasMoreElements()) out.println("header." + name.toLowerCase() + "=" + values.nextElement());
+  }
+  java.util.Enumeration<String> attributes = request.getAttributeNames();
+  while (attributes.hasMoreElements()) {
+    String name = attributes.nextElement();
+    out.println("attribute." + name + "=" + request.getAttribute(name));
+  }
+%>

@@ -1,0 +1,1 @@
+<% response.sendRedirect("info.jsp?from=redirect"); %>
