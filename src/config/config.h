@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "admin/options.h"
 #include "compress/options.h"
 #include "core/log.h"
 #include "core/regex.h"
@@ -41,6 +42,7 @@ struct ListenAddress {
   // TLS listener (default on); on a plain one, h2c with prior knowledge (default off).
   bool tls = false;
   bool http2 = false;
+  bool admin = false;  // the [admin] listener: its connections go to the admin API only
   SourcePos pos;
 };
 
@@ -296,6 +298,7 @@ struct Config {
   std::string server_header = "peregrine";  // Server: value; "" sends none
   Limits limits;
   TlsOptions tls;
+  admin::Options admin;  // [admin]; its listener is the last entry of `listen`
   std::map<std::string, std::string> mime_types;  // extension (no dot, lower-case) -> type
   std::vector<UpstreamGroup> upstreams;           // named and implicit groups
   std::vector<Site> sites;

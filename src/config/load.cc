@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "admin/config.h"
 #include "compress/config.h"
 #include "config/config.h"
 #include "config/listen_address.h"
@@ -48,7 +49,7 @@ constexpr int64_t kMaxConnections = 1 << 20;
 
 const std::vector<std::string_view> kTopKeys = {
     "listen",        "workers", "user",       "group",    "pid_file", "error_log", "log_level",
-    "server_header", "limits",  "mime_types", "upstream", "site",     "tls"};
+    "server_header", "limits",  "mime_types", "upstream", "site",     "tls",       "admin"};
 const std::vector<std::string_view> kLimitKeys = {
     "header_timeout",   "keepalive_timeout", "body_timeout",
     "send_timeout",     "shutdown_timeout",  "max_connections",
@@ -488,6 +489,9 @@ class Loader {
         reader_.type_error(*node, "tls", "a table", "write a [tls] section");
       }
     }
+
+    if (const toml::node* node = root.get("admin"))  // after listen: its address is checked
+      admin::read_admin(reader_, *node, &config_);
 
     // Groups before sites: routes refer to them by name.
     if (const toml::node* node = root.get("upstream")) {

@@ -17,6 +17,7 @@
 #include "handlers/static/mime.h"
 #include "handlers/static/static_handler.h"
 #include "handlers/stream_handler.h"
+#include "metrics/metrics.h"
 #include "peregrine/handler.h"
 #include "peregrine/ref_counted.h"
 #include "peregrine/request.h"
@@ -38,6 +39,7 @@ struct RouteRuntime {
   std::shared_ptr<Handler> handler;
   std::shared_ptr<handlers::StreamHandler> stream;
   std::string allow;  // the route's `methods` as an Allow value, built once; empty: any method
+  metrics::RouteCounters* counters = nullptr;  // this worker's figures for the route
 };
 
 struct SiteRuntime {
@@ -45,6 +47,7 @@ struct SiteRuntime {
   std::vector<RouteRuntime> routes;
   std::unique_ptr<static_files::StaticHandler> error_pages;  // null without error_pages
   std::unique_ptr<AccessLogBuffer> access_log;               // null when off
+  metrics::RouteCounters* counters = nullptr;  // requests the route table answered itself
 
   // Gives an error response without a body (4xx/5xx) the site's page for its status, or a small
   // default page. Every client connection does this before writing a complete response, whatever
@@ -87,6 +90,9 @@ class RouteTable : public RefCounted {
   Selection select(Request& request);
   SiteRuntime& site_for(std::string_view host);
   SiteRuntime& default_site() { return sites_[config_->default_site]; }
+  // The admin listener's one question ([admin], admin/handler.h): every request goes to the
+  // admin router, with its path normalized as select() does. Only called when [admin] is set.
+  Selection select_admin(Request& request);
   // This snapshot's TLS contexts for this worker; null when no listener is TLS.
   const tls::ServerContexts* tls() const { return tls_.get(); }
   void flush_logs();
@@ -98,6 +104,9 @@ class RouteTable : public RefCounted {
   std::vector<std::unique_ptr<upstream::GroupRuntime>> groups_;  // one per Config::upstreams
   std::vector<std::shared_ptr<void>> probes_;                    // active health checkers
   std::unique_ptr<tls::ServerContexts> tls_;
+  // [admin]: a site of one route whose handler is the admin router; null without [admin].
+  struct Admin;
+  std::unique_ptr<Admin> admin_;
 };
 
 }  // namespace peregrine::server
