@@ -157,6 +157,11 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
 
 Selection RouteTable::select_admin(Request& request) {
   Selection selection;
+  if (!admin_) {  // [admin] was removed by a reload; its listener stays until a restart
+    selection.site = &default_site();
+    selection.status = 404;
+    return selection;
+  }
   selection.site = &admin_->site;
   if (http::path_is_normal(request.raw_path)) {
     request.path = request.raw_path;
