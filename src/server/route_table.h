@@ -91,7 +91,7 @@ class RouteTable : public RefCounted {
   SiteRuntime& site_for(std::string_view host);
   SiteRuntime& default_site() { return sites_[config_->default_site]; }
   // The admin listener's one question ([admin], admin/handler.h): every request goes to the
-  // admin router, with its path normalized as select() does. Only called when [admin] is set.
+  // admin router, with its path normalized as select() does (404 if a reload removed [admin]).
   Selection select_admin(Request& request);
   // This snapshot's TLS contexts for this worker; null when no listener is TLS.
   const tls::ServerContexts* tls() const { return tls_.get(); }
