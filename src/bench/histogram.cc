@@ -7,19 +7,6 @@ namespace peregrine::bench {
 
 Histogram::Histogram() : counts_(bucket_count(), 0) {}
 
-uint64_t Histogram::lowest_of(size_t index) {
-  if (index < 2 * kSubBuckets) return index;
-  const uint64_t shift = index / kSubBuckets - 1;
-  const uint64_t sub = index % kSubBuckets + kSubBuckets;
-  return sub << shift;
-}
-
-uint64_t Histogram::highest_of(size_t index) {
-  if (index < 2 * kSubBuckets) return index;
-  const uint64_t shift = index / kSubBuckets - 1;
-  return lowest_of(index) + (uint64_t{1} << shift) - 1;
-}
-
 void Histogram::merge(const Histogram& other) {
   if (other.total_ == 0) return;
   for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += other.counts_[i];

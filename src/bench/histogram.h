@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/log_linear.h"
+
 namespace peregrine::bench {
 
 class Histogram {
@@ -51,14 +53,10 @@ class Histogram {
   // Non-empty buckets as (highest value in the bucket, count), ascending: for plots and merging.
   std::vector<std::pair<uint64_t, uint64_t>> buckets() const;
 
-  static size_t index_of(uint64_t value) {
-    if (value < 2 * kSubBuckets) return static_cast<size_t>(value);
-    const int shift = 63 - __builtin_clzll(value) - kSubBucketBits;  // >= 1
-    return static_cast<size_t>((static_cast<uint64_t>(shift) + 1) * kSubBuckets + (value >> shift) -
-                               kSubBuckets);
-  }
-  static uint64_t lowest_of(size_t index);   // smallest value that maps to `index`
-  static uint64_t highest_of(size_t index);  // largest value that maps to `index`
+  using Buckets = LogLinear<kSubBucketBits>;
+  static size_t index_of(uint64_t value) { return Buckets::index_of(value); }
+  static uint64_t lowest_of(size_t index) { return Buckets::lowest_of(index); }
+  static uint64_t highest_of(size_t index) { return Buckets::highest_of(index); }
   static size_t bucket_count() { return index_of(kMaxValue) + 1; }
 
  private:

@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string_view>
 #include <system_error>
 
+#include "admin/config.h"
 #include "config/listen_address.h"
 #include "config/php_fpm_pools.h"
 #include "config/reader.h"
@@ -51,7 +53,8 @@ enum class Option {
   kTlsSelfSigned,
   kCompress,
   kAjp,
-  kAjpSecretFile
+  kAjpSecretFile,
+  kAdmin
 };
 
 struct OptionSpec {
@@ -83,6 +86,7 @@ constexpr OptionSpec kLongOptions[] = {
     {"compress", Option::kCompress, false},
     {"ajp", Option::kAjp, true},
     {"ajp-secret-file", Option::kAjpSecretFile, true},
+    {"admin", Option::kAdmin, true},
 };
 
 const OptionSpec* find_long(std::string_view name) {
@@ -129,6 +133,9 @@ std::string apply(Option option, std::string_view shown, const std::string& valu
       break;
     case Option::kConfig:
       cli->config_file = value;
+      break;
+    case Option::kAdmin:
+      cli->admin = value;
       break;
     case Option::kListen:
       cli->listen.push_back(value);
@@ -507,6 +514,27 @@ SelfSigned& self_signed() {
   return made;
 }
 
+// --admin ADDR: the admin listener, with a token made now and printed once (there is no file
+// to read one from).
+void apply_quick_admin(const CommandLine& cli, const std::string& cwd, Config* config,
+                       std::vector<ConfigError>* errors) {
+  if (cli.admin.empty()) return;
+  const std::string token = admin::random_token();
+  if (token.empty()) {
+    errors->push_back(cli_error("--admin: no random token could be made (OpenSSL's RAND_bytes)"));
+    return;
+  }
+  Reader reader(std::string(kCommandLine), cwd);
+  admin::read_admin(reader, toml::table{{"listen", cli.admin}}, config, token);
+  for (ConfigError& e : reader.take_errors()) {
+    e.message = "--admin: " + e.message;
+    errors->push_back(std::move(e));
+  }
+  if (config->admin.enabled)
+    std::fprintf(stderr, "admin API token (shown once; send it as Authorization: Bearer): %s\n",
+                 token.c_str());
+}
+
 // --tls-cert/--tls-key/--tls-self-signed: every listener serves TLS with that certificate.
 void apply_quick_tls(const CommandLine& cli, const std::string& cwd, Config* config, Site* site,
                      std::vector<ConfigError>* errors) {
@@ -703,6 +731,8 @@ std::string usage() {
                            upload_max_filesize decide (guides raise them to 64M)
       --compress           compress responses on the fly (br, zstd, gzip) with the defaults
                            of compress = true in a file
+      --admin ADDR         serve the admin API (/metrics, /api/stats, /api/status) on ADDR
+                           (127.0.0.1:9090 or unix:/path); a random token is printed once
   -h, --help               show this help and exit
   -v, --version            show the version and exit
 
@@ -762,6 +792,11 @@ LoadResult build_config(const CommandLine& cli) {
         result.errors.push_back(
             cli_error("--compress cannot be combined with -c",
                       "set compress = true in a [[site]] of " + cli.config_file));
+      }
+      if (!cli.admin.empty()) {
+        result.errors.push_back(cli_error(
+            "--admin cannot be combined with -c",
+            "add [admin] listen = \"" + cli.admin + "\" and token_file to " + cli.config_file));
       }
       if (!cli.max_body.empty()) {
         result.errors.push_back(cli_error(
@@ -884,6 +919,7 @@ LoadResult build_config(const CommandLine& cli) {
                                 {"body", kWelcomePage}});
     }
     apply_quick_tls(cli, cwd, config.get(), &site, &result.errors);
+    apply_quick_admin(cli, cwd, config.get(), &result.errors);
     config->sites.push_back(std::move(site));
     config->default_site = 0;
 

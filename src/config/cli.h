@@ -33,6 +33,7 @@ struct CommandLine {
   std::string tls_cert;            // --tls-cert PEM: every --listen serves TLS with it
   std::string tls_key;             // --tls-key PEM
   bool tls_self_signed = false;    // --tls-self-signed: a certificate made in memory
+  std::string admin;               // --admin ADDR: the admin API listener (quick mode)
 };
 
 struct CommandLineResult {

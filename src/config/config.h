@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "access/options.h"
+#include "admin/options.h"
 #include "compress/options.h"
 #include "config/log_format.h"
 #include "core/cidr.h"
@@ -52,6 +53,7 @@ struct ListenAddress {
   // The PROXY protocol (v1 or v2) header precedes everything else on each connection; its
   // source address replaces the socket's peer (see docs/access-client-address.md).
   bool proxy_protocol = false;
+  bool admin = false;  // the [admin] listener: its connections go to the admin API only
   SourcePos pos;
 };
 
@@ -263,6 +265,8 @@ struct AuthOptions {
   std::shared_ptr<const auth::Htpasswd> users;  // read when loaded; null: no authentication
   std::string challenge;                        // WWW-Authenticate: Basic realm="...", ...
   std::string file;                             // the htpasswd path, for messages
+};
+
 // An AJP13 route (Tomcat's AJP connector); see docs/ajp.md.
 struct AjpOptions {
   std::string upstream;  // group name in Config::upstreams
@@ -364,6 +368,7 @@ struct Config {
   ClientAddress client_address;
   RequestIdOptions request_id;
   TlsOptions tls;
+  admin::Options admin;  // [admin]; its listener is the last entry of `listen`
   std::map<std::string, std::string> mime_types;  // extension (no dot, lower-case) -> type
   std::vector<UpstreamGroup> upstreams;           // named and implicit groups
   access::Definitions access;                     // the [[limit]] tables

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "access/config.h"
+#include "admin/config.h"
 #include "auth/config.h"
 #include "compress/config.h"
 #include "config/client_address.h"
@@ -53,7 +54,7 @@ constexpr int64_t kMaxConnections = 1 << 20;
 const std::vector<std::string_view> kTopKeys = {
     "listen",    "workers",        "user",       "group",      "pid_file", "error_log",
     "log_level", "server_header",  "limits",     "mime_types", "upstream", "site",
-    "tls",       "client_address", "request_id", "limit"};
+    "tls",       "client_address", "request_id", "limit",      "admin"};
 const std::vector<std::string_view> kLimitKeys = {
     "header_timeout",   "keepalive_timeout", "body_timeout",
     "send_timeout",     "shutdown_timeout",  "max_connections",
@@ -517,6 +518,8 @@ class Loader {
       }
     }
 
+    if (const toml::node* node = root.get("admin"))  // after listen: its address is checked
+      admin::read_admin(reader_, *node, &config_);
     if (const toml::node* node = root.get("client_address"))
       read_client_address(reader_, *node, &config_.client_address);
     if (const toml::node* node = root.get("request_id"))

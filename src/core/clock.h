@@ -11,6 +11,7 @@ namespace peregrine {
 struct Clock {
   int64_t monotonic_ms = 0;
   time_t wall_seconds = 0;
+  int64_t monotonic_us = 0;  // precise (not coarse): request durations in the metrics
 
   void update() {
     timespec ts;
@@ -18,6 +19,8 @@ struct Clock {
     monotonic_ms = static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);
     wall_seconds = ts.tv_sec;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    monotonic_us = static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
   }
 };
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "core/address_text.h"
 #include "core/log.h"
 #include "core/strings.h"
+#include "metrics/metrics.h"
 
 namespace peregrine::server {
 namespace {
@@ -83,6 +85,8 @@ void AccessLogWriter::submit(int sink, std::string& buffer) {
     std::lock_guard lock(mutex_);
     if (queued_bytes_ + buffer.size() > kMaxQueuedBytes) {
       dropped_bytes_ += buffer.size();
+      metrics::registry().process().access_log_dropped.add(  // under mutex_: one writer at a time
+          static_cast<uint64_t>(std::count(buffer.begin(), buffer.end(), '\n')));
       buffer.clear();
       return;
     }

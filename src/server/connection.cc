@@ -210,6 +210,9 @@ bool Connection::continue_handshake() {
   switch (tls_->handshake()) {
     case tls::Stream::Progress::kDone:
       handshake_routes_ = Ref<RouteTable>();
+      (tls_->resumed() ? metrics::local().tls_handshakes_resumed
+                       : metrics::local().tls_handshakes_full)
+          .add();
       if (tls_->alpn() == "h2") {  // offered only on listeners with http2
         hand_over_http2();
         return false;
@@ -223,6 +226,7 @@ bool Connection::continue_handshake() {
     case tls::Stream::Progress::kFailed:
       // Scanners and plain HTTP on a TLS port: not the error log's business.
       LOG_DEBUG("TLS handshake failed: %s", tls_->error().c_str());
+      metrics::local().tls_handshakes_failed.add();
       close_now();
       return false;
   }
@@ -415,7 +419,10 @@ void Connection::handle_request(size_t head_length) {
     http::assign_request_id(request, config.request_id.header, config.request_id.trust_incoming,
                             request_id_);
 
-  const Selection selection = worker_.routes().select(request);
+  const Selection selection =
+      listener_.admin ? worker_.routes().select_admin(request) : worker_.routes().select(request);
+  counting_ = selection.route ? selection.route->counters : selection.site->counters;  // metrics
+  request_started_us_ = worker_.clock().monotonic_us;
   if (selection.access && requests_ == 1 && refuse_connection(request, selection)) return;
   if (!selection.route && selection.refused()) {
     respond_error(selection.status, &request, selection.site);
@@ -655,6 +662,7 @@ void Connection::send_response(const Request& request, Response& response, SiteR
   if (status >= 400 && response.body_length() == 0)
     (site ? *site : worker_.routes().default_site()).fill_error_body(request, response);
   write_response(request, response, static_cast<int64_t>(response.body_length()), site, headers);
+  count_request(request, status, request.is_head() ? 0 : response.body_length());
   if (site && site->access_log)
     log_access(*site, request, status, request.is_head() ? 0 : response.body_length(), &response);
 }
@@ -1076,6 +1084,7 @@ void Connection::finish() {
 }
 
 void Connection::log_streamed(const InFlight& f) {
+  count_request(f.request, f.status, f.body_bytes_sent);
   SiteRuntime* site = f.selection.site;
   if (site && site->access_log) log_access(*site, f.request, f.status, f.body_bytes_sent);
 }
@@ -1104,6 +1113,19 @@ void Connection::log_access(SiteRuntime& site, const Request& request, int statu
     return;
   }
   site.access_log->log(request, status, body_bytes, worker_.clock().wall_seconds);
+}
+
+void Connection::count_request(const Request& request, int status, uint64_t body_bytes) {
+  metrics::RouteCounters* counters =
+      counting_ ? counting_ : worker_.routes().default_site().counters;
+  const int64_t now = worker_.clock().monotonic_us;
+  const int64_t took =
+      request_started_us_ && now > request_started_us_ ? now - request_started_us_ : 0;
+  metrics::local().count_request(counters,
+                                 metrics::protocol_of(request.version_major, request.version_minor),
+                                 tls_ != nullptr, status, body_bytes, static_cast<uint64_t>(took));
+  counting_ = nullptr;
+  request_started_us_ = 0;
 }
 
 void Connection::fail(int status) {

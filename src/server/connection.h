@@ -15,6 +15,7 @@
 #include "handlers/stream_handler.h"
 #include "http/header_edits.h"
 #include "http/http1/parser.h"
+#include "metrics/metrics.h"
 #include "peregrine/handler.h"
 #include "peregrine/ref_counted.h"
 #include "peregrine/response.h"
@@ -48,6 +49,13 @@ class Connection final : public event::Pollable,
   void drain();
   void close_now();
   bool closed() const { return state_ == State::kClosed; }
+  // Metrics (sampled by the worker once a second): what the connection waits for.
+  enum class Phase : uint8_t { kReading, kWriting, kIdle };
+  Phase phase() const {
+    if (pending_ || state_ == State::kExchange || state_ == State::kLinger) return Phase::kWriting;
+    if (state_ == State::kHead && start_ == end_) return Phase::kIdle;
+    return Phase::kReading;
+  }
 
   // ---- Downstream: what an asynchronous handler's exchange calls (handlers/stream_handler.h) ----
   void resume_body() override;
@@ -77,7 +85,9 @@ class Connection final : public event::Pollable,
   void on_readable();
   // The client's bytes: recv(), or decrypted ones on a TLS connection (same contract).
   ssize_t receive(char* buffer, size_t length) {
-    return tls_ ? tls_->read(buffer, length) : ::recv(fd_, buffer, length, 0);
+    ssize_t n = tls_ ? tls_->read(buffer, length) : ::recv(fd_, buffer, length, 0);
+    if (n > 0) metrics::local().bytes_received[0].add(static_cast<uint64_t>(n));
+    return n;
   }
   // ---- TLS (listener_.tls): the handshake comes before the first request ----
   bool start_tls();
@@ -108,6 +118,8 @@ class Connection final : public event::Pollable,
   void log_streamed(const InFlight& f);
   void log_access(SiteRuntime& site, const Request& request, int status, uint64_t body_bytes,
                   const Response* response = nullptr);
+  // Metrics: one count per request, where its access-log line is made (log on or off).
+  void count_request(const Request& request, int status, uint64_t body_bytes);
   void drop_flight();
 
   // ---- The response ----
@@ -182,6 +194,10 @@ class Connection final : public event::Pollable,
   void dispatch(Request& request, const Selection& selection);
   void delay_request(const Request& request, const Selection& selection);
   void resume_delayed();
+  // Metrics: the figures the request in progress counts in (its route's, or its site's for the
+  // route table's own answers) and when its head was complete; reset once counted.
+  metrics::RouteCounters* counting_ = nullptr;
+  int64_t request_started_us_ = 0;
   // Keeps the TLS contexts' callbacks' data (in the route table) alive during the handshake.
   Ref<RouteTable> handshake_routes_;
 };

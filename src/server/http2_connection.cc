@@ -18,6 +18,7 @@
 #include "http/request_id.h"
 #include "http2/headers.h"
 #include "http2/memory.h"
+#include "metrics/metrics.h"
 #include "server/route_table.h"
 #include "server/worker.h"
 
@@ -70,6 +71,7 @@ class Http2Stream final : public Downstream, public event::TimerOwner {
 
   Http2Connection* conn = nullptr;  // null once the stream is closed
   int32_t id = 0;
+  int64_t started_us = 0;  // metrics: when the stream opened (the worker's loop clock)
   Http2Stream* prev = nullptr;
   Http2Stream* next = nullptr;
 
@@ -272,6 +274,15 @@ ssize_t Http2Stream::read_body(uint8_t* buffer, size_t size, uint32_t* flags) {
 void Http2Stream::log(uint64_t bytes) {
   if (logged) return;
   logged = true;
+  if (conn) {  // metrics: one count per request, where its access-log line is made
+    SiteRuntime* counted =
+        selection.site ? selection.site : (routes ? &routes->default_site() : nullptr);
+    const int64_t took = conn->worker_.clock().monotonic_us - started_us;
+    metrics::local().count_request(
+        selection.route ? selection.route->counters : (counted ? counted->counters : nullptr),
+        metrics::Protocol::kHttp2, conn->tls_ != nullptr, status, bytes,
+        took > 0 ? static_cast<uint64_t>(took) : 0);
+  }
   SiteRuntime* site = selection.site;
   if (!site || !site->access_log || !conn) return;
   const tls::Stream* tls = conn->tls_.get();
@@ -501,11 +512,15 @@ Http2Connection::~Http2Connection() {
 }
 
 ssize_t Http2Connection::read_some(char* buffer, size_t size) {
-  return tls_ ? tls_->read(buffer, size) : ::recv(fd_, buffer, size, 0);
+  ssize_t n = tls_ ? tls_->read(buffer, size) : ::recv(fd_, buffer, size, 0);
+  if (n > 0) metrics::local().bytes_received[1].add(static_cast<uint64_t>(n));
+  return n;
 }
 
 ssize_t Http2Connection::write_some(const char* data, size_t size) {
-  return tls_ ? tls_->write(data, size) : ::send(fd_, data, size, MSG_NOSIGNAL);
+  ssize_t n = tls_ ? tls_->write(data, size) : ::send(fd_, data, size, MSG_NOSIGNAL);
+  if (n > 0) metrics::local().bytes_sent[1].add(static_cast<uint64_t>(n));
+  return n;
 }
 
 void Http2Connection::start(std::string_view already_read) {
@@ -908,6 +923,8 @@ Http2Stream* Http2Connection::open_stream(int32_t id) {
   }
   s->reset(this, id);
   s->head.set_max_list_bytes(worker_.limits().max_header_bytes);
+  s->started_us = worker_.clock().monotonic_us;  // metrics
+  metrics::local().http2_streams.add();
   s->next = streams_;
   if (streams_) streams_->prev = s;
   streams_ = s;

@@ -67,6 +67,7 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   void drain();
   void close_now();
   bool closed() const { return closed_; }
+  bool busy() const { return live_streams_ > 0; }  // metrics: streams open
 
   event::TimerNode timer;
   Http2Connection* prev = nullptr;  // worker's list of live HTTP/2 connections

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "metrics/metrics.h"
 #include "tls/stream.h"
 
 namespace peregrine::server {
@@ -33,6 +34,7 @@ OutputQueue::FlushResult OutputQueue::flush_plain(int fd) {
         return errno == EAGAIN ? FlushResult::kBlocked : FlushResult::kError;
       }
       sent_ += static_cast<size_t>(n);
+      metrics::local().bytes_sent[0].add(static_cast<uint64_t>(n));
       if (sent_ < limit) return FlushResult::kBlocked;
       continue;
     }
@@ -47,6 +49,7 @@ OutputQueue::FlushResult OutputQueue::flush_plain(int fd) {
         if (n == 0)
           return FlushResult::kError;  // the file shrank under us: the length is a lie now
         cut.remaining -= static_cast<size_t>(n);
+        metrics::local().bytes_sent[0].add(static_cast<uint64_t>(n));
       }
       cut.file.reset();
       ++next_cut_;
@@ -73,6 +76,7 @@ OutputQueue::FlushResult OutputQueue::flush_tls(tls::Stream& tls) {
       ssize_t n = tls.write(bytes_.data() + sent_, head);
       if (n < 0) return errno == EAGAIN ? FlushResult::kBlocked : FlushResult::kError;
       sent_ += static_cast<size_t>(n);
+      metrics::local().bytes_sent[0].add(static_cast<uint64_t>(n));
       continue;
     }
     if (!has_cut) {
@@ -91,6 +95,7 @@ OutputQueue::FlushResult OutputQueue::flush_tls(tls::Stream& tls) {
       if (n == 0) return FlushResult::kError;
       cut.offset += n;
       cut.remaining -= static_cast<size_t>(n);
+      metrics::local().bytes_sent[0].add(static_cast<uint64_t>(n));
       continue;
     }
     char record[kRecord];
@@ -106,6 +111,7 @@ OutputQueue::FlushResult OutputQueue::flush_tls(tls::Stream& tls) {
     sent_ += from_head;
     cut.offset += static_cast<off_t>(from_file);
     cut.remaining -= from_file;
+    metrics::local().bytes_sent[0].add(static_cast<uint64_t>(n));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "server/route_table.h"
 
 #include "access/check.h"
+#include "admin/handler.h"
 #include "core/strings.h"
 #include "handlers/ajp/ajp_handler.h"
 #include "handlers/fastcgi/fastcgi_handler.h"
@@ -9,6 +10,7 @@
 #include "http/path.h"
 #include "http/router.h"
 #include "http/status.h"
+#include "metrics/labels.h"
 #include "upstream/health_check.h"
 
 namespace peregrine::server {
@@ -34,6 +36,20 @@ std::string position(const config::Route& route) {
 }
 
 }  // namespace
+
+struct RouteTable::Admin {
+  explicit Admin(const std::shared_ptr<const config::Config>& config) {
+    route_config.pattern = "/";
+    site.config = &site_config;
+    site.routes.push_back(
+        {&route_config, std::make_shared<admin::AdminHandler>(config), nullptr, std::string()});
+    site.routes.back().counters = metrics::local().route("(admin)", "/");
+    site.counters = site.routes.back().counters;
+  }
+  config::Site site_config;
+  config::Route route_config;
+  SiteRuntime site;
+};
 
 RouteTable::~RouteTable() {
   // Handlers and probes refer to the groups: they go first.
@@ -68,6 +84,7 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
   table->sites_.reserve(config->sites.size());
   for (const config::Site& site : config->sites) {
     SiteRuntime runtime{&site, {}, nullptr, nullptr, site.access.any() ? &site.access : nullptr};
+    runtime.counters = metrics::local().route(metrics::site_label(site), "");
     for (const config::Route& route : site.routes) {
       std::shared_ptr<Handler> handler;
       std::shared_ptr<handlers::StreamHandler> stream;
@@ -140,6 +157,8 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
       runtime.routes.push_back(
           {&route, std::move(handler), std::move(stream), allow_value(route.methods),
            route.access.any() ? &route.access : nullptr, unknown_method_allow});
+      runtime.routes.back().counters =
+          metrics::local().route(metrics::site_label(site), metrics::route_label(route));
     }
     if (!site.error_pages.empty() && !site.static_files.root.empty()) {
       config::StaticOptions pages = site.static_files;
@@ -157,7 +176,33 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
     }
     table->sites_.push_back(std::move(runtime));
   }
+  if (config->admin.enabled) table->admin_ = std::make_unique<Admin>(config);
   return table;
+}
+
+Selection RouteTable::select_admin(Request& request) {
+  Selection selection;
+  if (!admin_) {  // [admin] was removed by a reload; its listener stays until a restart
+    selection.site = &default_site();
+    selection.status = 404;
+    return selection;
+  }
+  selection.site = &admin_->site;
+  if (http::path_is_normal(request.raw_path)) {
+    request.path = request.raw_path;
+  } else if (http::normalize_path(request.raw_path, request.path_storage) ==
+             http::PathStatus::kOk) {
+    request.path = request.path_storage;
+  } else {
+    selection.status = 400;
+    return selection;
+  }
+  if (request.method == Method::kUnknown) {
+    selection.status = 501;
+    return selection;
+  }
+  selection.route = &admin_->site.routes.front();
+  return selection;
 }
 
 Selection RouteTable::select(Request& request) {

@@ -19,6 +19,7 @@
 #include "handlers/static/mime.h"
 #include "handlers/static/static_handler.h"
 #include "handlers/stream_handler.h"
+#include "metrics/metrics.h"
 #include "peregrine/handler.h"
 #include "peregrine/ref_counted.h"
 #include "peregrine/request.h"
@@ -45,6 +46,7 @@ struct RouteRuntime {
   // the handler passes any token on (proxy, FastCGI, application) or the route lists methods;
   // otherwise the Allow of the 405 it answers (static and return routes).
   std::string_view unknown_method_allow;
+  metrics::RouteCounters* counters = nullptr;  // this worker's figures for the route
 };
 
 struct SiteRuntime {
@@ -52,7 +54,8 @@ struct SiteRuntime {
   std::vector<RouteRuntime> routes;
   std::unique_ptr<static_files::StaticHandler> error_pages;  // null without error_pages
   std::unique_ptr<AccessLogBuffer> access_log;               // null when off
-  const access::Options* access = nullptr;  // for requests no route takes; null when none
+  const access::Options* access = nullptr;     // for requests no route takes; null when none
+  metrics::RouteCounters* counters = nullptr;  // requests the route table answered itself
 
   // Gives an error response without a body (4xx/5xx) the site's page for its status, or a small
   // default page. Every client connection does this before writing a complete response, whatever
@@ -107,6 +110,9 @@ class RouteTable : public RefCounted {
   Selection select(Request& request);
   SiteRuntime& site_for(std::string_view host);
   SiteRuntime& default_site() { return sites_[config_->default_site]; }
+  // The admin listener's one question ([admin], admin/handler.h): every request goes to the
+  // admin router, with its path normalized as select() does (404 if a reload removed [admin]).
+  Selection select_admin(Request& request);
   // This snapshot's TLS contexts for this worker; null when no listener is TLS.
   const tls::ServerContexts* tls() const { return tls_.get(); }
   void flush_logs();
@@ -123,6 +129,9 @@ class RouteTable : public RefCounted {
   // Access control once the route (or, for a 404, the site) is known; true when it refused.
   bool refuse_by_access(const access::Options& options, Request& request, Selection& selection);
   std::unique_ptr<auth::BasicAuth> auth_;  // this worker's verifications and their cache
+  // [admin]: a site of one route whose handler is the admin router; null without [admin].
+  struct Admin;
+  std::unique_ptr<Admin> admin_;
 };
 
 }  // namespace peregrine::server

@@ -31,6 +31,7 @@
 
 #include "config/listen_address.h"
 #include "core/log.h"
+#include "metrics/metrics.h"
 #include "server/access_log.h"
 #include "server/worker.h"
 
@@ -607,10 +608,11 @@ bool ServerProcess::bind_listeners(std::vector<std::vector<int>>& per_worker, st
       if (!fresh.empty() && foreign_listener(bound, ours)) return in_use();
     }
     if (is_unix(address)) {
-      LOG_INFO("listening on %s%s", address.text.c_str(), handed_over ? " (handed over)" : "");
-    } else {
-      LOG_INFO("listening on %s%s", config::format_endpoint(bound).c_str(),
+      LOG_INFO("%slistening on %s%s", address.admin ? "admin API " : "", address.text.c_str(),
                handed_over ? " (handed over)" : "");
+    } else {
+      LOG_INFO("%slistening on %s%s", address.admin ? "admin API " : "",
+               config::format_endpoint(bound).c_str(), handed_over ? " (handed over)" : "");
     }
     // Handed-over sockets outnumber the workers when the new configuration has fewer: a worker
     // then polls several, so none is closed with connections in its queue.
@@ -671,6 +673,7 @@ void ServerProcess::reload() {
     LOG_ERROR("reload failed: %zu error(s); the previous configuration keeps serving",
               result.errors.size());
     sd_notify(0, "READY=1\nSTATUS=reload failed; the previous configuration keeps serving");
+    metrics::registry().process().reloads_failed.add();
     return;
   }
   for (const config::ConfigError& w : result.warnings) LOG_WARN("%s", w.to_string().c_str());
@@ -693,6 +696,8 @@ void ServerProcess::reload() {
   log::set_level(next.log_level);
   config_ = result.config;
   to_workers_ = true;
+  metrics::registry().process().reloads_succeeded.add();
+  metrics::registry().process().generation.add(1);
   LOG_INFO("configuration reloaded from %s", config_->source.c_str());
   sd_notify(0, "READY=1\nSTATUS=serving");
 }
@@ -839,6 +844,9 @@ int ServerProcess::run() {
       status = 1;
     }
     if (status == 0) {
+      metrics::registry().process().workers.set(workers);
+      metrics::registry().process().generation.set(1);
+      metrics::registry().process().start_seconds.set(static_cast<int64_t>(time(nullptr)));
       for (auto& worker : pool) threads.emplace_back([&worker] { worker->run(); });
       LOG_INFO("peregrine started: %d worker(s)", workers);
       if (ready_fd_ >= 0) {

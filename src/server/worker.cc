@@ -87,14 +87,17 @@ Worker::Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config
       mailbox_(std::make_unique<Mailbox>(*this)),
       // Room for the largest head the parser accepts plus some body bytes behind it. A reload
       // that raises max_header_bytes takes effect for heads up to this size (restart for more).
-      buffers_(config->limits.max_header_bytes + 4096) {
+      buffers_(config->limits.max_header_bytes + 4096),
+      metrics_(metrics::registry().add_worker()) {
   for (size_t i = 0; i < listen_fds.size(); ++i) {
     ListenerOptions options;
     if (i < config->listen.size())
-      options = {config->listen[i].tls, config->listen[i].http2, config->listen[i].proxy_protocol};
+      options = {config->listen[i].tls, config->listen[i].http2, config->listen[i].proxy_protocol,
+                 config->listen[i].admin};
     listeners_.push_back(std::make_unique<Listener>(*this, listen_fds[i], options));
   }
   clock_.update();
+  metrics::Bind bind(metrics_);  // the table's blocks of figures are this worker's
   routes_ = RouteTable::build(std::move(config), env(), registry_, log_writer_, &error_);
   if (!routes_) return;
   scratch_output_.bytes().reserve(64 * 1024);
@@ -200,6 +203,7 @@ void Worker::accept_from(Listener& listener) {
     if (connections_) connections_->prev = connection;
     connections_ = connection;
     ++connection_count_;
+    metrics_.connections_accepted.add();
     connection->start();
   }
 }
@@ -295,7 +299,28 @@ void Worker::stop_now() {
   if (routes_) routes_->flush_logs();
 }
 
+void Worker::sample_connections() {
+  int64_t phases[3] = {0, 0, 0};
+  int64_t http1 = 0;
+  for (Connection* c = connections_; c; c = c->next) {
+    ++http1;
+    ++phases[static_cast<int>(c->phase())];
+  }
+  int64_t http2 = 0;
+  for (Http2Connection* c = http2_connections_; c; c = c->next) {
+    ++http2;
+    ++phases[c->busy() ? static_cast<int>(Connection::Phase::kWriting)
+                       : static_cast<int>(Connection::Phase::kIdle)];
+  }
+  metrics_.connections_open[0].set(http1);
+  metrics_.connections_open[1].set(http2);
+  metrics_.connections_reading.set(phases[static_cast<int>(Connection::Phase::kReading)]);
+  metrics_.connections_writing.set(phases[static_cast<int>(Connection::Phase::kWriting)]);
+  metrics_.connections_idle.set(phases[static_cast<int>(Connection::Phase::kIdle)]);
+}
+
 void Worker::run() {
+  metrics::Bind bind(metrics_);
   for (auto& l : listeners_) {
     // A unix-socket listener is one socket shared by every worker (TCP ones are per worker,
     // SO_REUSEPORT): without kExclusive each connection would wake them all.
@@ -319,6 +344,7 @@ void Worker::run() {
     if (clock_.wall_seconds != date_second_) {
       refresh_date();
       routes_->flush_logs();
+      if constexpr (metrics::kEnabled) sample_connections();
     }
     for (int i = 0; i < n; ++i) events[i].target->on_ready(events[i].readiness);
     run_timers();
@@ -329,6 +355,7 @@ void Worker::run() {
   stop_now();
   event::dispose_pending();
   free_closed();
+  sample_connections();
 }
 
 }  // namespace peregrine::server

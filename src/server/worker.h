@@ -13,6 +13,7 @@
 #include "event/poller.h"
 #include "event/timer_list.h"
 #include "event/timer_set.h"
+#include "metrics/metrics.h"
 #include "peregrine/request.h"
 #include "peregrine/response.h"
 #include "server/output_queue.h"
@@ -31,6 +32,7 @@ struct ListenerOptions {
   bool tls = false;
   bool http2 = false;  // ALPN "h2" on a TLS listener; h2c with prior knowledge on a plain one
   bool proxy_protocol = false;  // a PROXY protocol header comes first on every connection
+  bool admin = false;  // [admin]: every request goes to the admin router (RouteTable::select_admin)
 };
 
 class Listener final : public event::Pollable {
@@ -152,6 +154,8 @@ class Worker {
   int64_t drain_deadline_ms_ = 0;
   time_t last_log_flush_ = 0;
   uint64_t refused_connections_ = 0;
+  metrics::WorkerMetrics& metrics_;  // this worker's figures (metrics::registry())
+  void sample_connections();         // once a second: the connection gauges
 
   friend class Connection;
 };

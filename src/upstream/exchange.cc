@@ -301,6 +301,7 @@ void UpstreamExchange::fail(Failure failure, const char* what, const char* detai
   if (failure == Failure::kReset && !got_byte_ && retry_on_fresh_connection()) return;
   log_failure(what, detail);
   close_upstream();
+  if (has_slot_) group_.counters(server_).failures[static_cast<int>(failure)].add();  // metrics
   if (has_slot_) group_.report_failure(server_, what);
   release_slot();
   last_status_ = status_for(failure);

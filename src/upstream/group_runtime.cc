@@ -63,6 +63,7 @@ void UpstreamConnection::on_timeout() {
 }
 
 void Waiter::on_timeout() {
+  if (queued_in) queued_in->group_counters_->queue_timeouts.add();
   if (queued_in) queued_in->cancel(*this);
   on_queue_timeout();
 }
@@ -94,7 +95,10 @@ GroupRuntime::GroupRuntime(const config::UpstreamGroup& config, event::Poller& p
             }
             return Strategy::kRoundRobin;
           }()),
-      slots_(config.servers.size()) {
+      slots_(config.servers.size()),
+      group_counters_(metrics::local().upstream_group(config.name)) {
+  for (const config::UpstreamServer& s : config.servers)
+    counters_.push_back(metrics::local().upstream_server(config.name, s.address, s.backup));
   const uint32_t share = static_cast<uint32_t>(workers > 0 ? workers : 1);
   for (size_t i = 0; i < slots_.size(); ++i) {
     uint32_t cap = config.servers[i].max_conns;
@@ -150,6 +154,8 @@ GroupRuntime::Acquire GroupRuntime::acquire(const PickContext& context, const Tr
     Slots& s = slots_[*pick];
     if (s.cap == 0 || s.in_use < s.cap) {
       ++s.in_use;
+      counters_[*pick]->requests.add();
+      counters_[*pick]->in_flight.add(1);
       upstream_.group().on_connect(*pick);
       *server = *pick;
       return Acquire::kReady;
@@ -167,13 +173,18 @@ GroupRuntime::Acquire GroupRuntime::acquire(const PickContext& context, const Tr
   (prev ? prev->queue_next : queue_head_) = &waiter;
   (next ? next->queue_prev : queue_tail_) = &waiter;
   ++queued_;
+  group_counters_->queue_waits.add();
+  group_counters_->queue_length.add(1);
   timers_.arm(waiter.queue_timer, config_.queue_timeout.count(), clock_.monotonic_ms);
   return Acquire::kQueued;
 }
 
 void GroupRuntime::release(size_t server) {
   Slots& s = slots_[server];
-  if (s.in_use > 0) --s.in_use;
+  if (s.in_use > 0) {
+    --s.in_use;
+    counters_[server]->in_flight.add(-1);
+  }
   upstream_.group().on_release(server);
   // Wake waiters in order until one takes the slot: the first may not be able to use this
   // server (a retry that already tried it) and then queues again.
@@ -199,6 +210,7 @@ void GroupRuntime::cancel(Waiter& waiter, bool keep_deadline) {
   waiter.queue_prev = waiter.queue_next = nullptr;
   waiter.queued_in = nullptr;
   --queued_;
+  group_counters_->queue_length.add(-1);
 }
 
 void GroupRuntime::unlink_idle(UpstreamConnection* c) {
@@ -211,6 +223,7 @@ void GroupRuntime::unlink_idle(UpstreamConnection* c) {
   c->prev_ = c->next_ = nullptr;
   c->idle_ = false;
   --s.idle_count;
+  counters_[c->server_]->idle.add(-1);
   event::TimerList::disarm(c->idle_timer_);
 }
 
@@ -219,6 +232,7 @@ UpstreamConnection* GroupRuntime::take_idle(size_t server, event::Pollable& user
   if (!c) return nullptr;
   unlink_idle(c);
   c->user_ = &user;
+  counters_[server]->connections_reused.add();
   return c;
 }
 
@@ -254,12 +268,14 @@ UpstreamConnection* GroupRuntime::open(size_t server, event::Pollable& user) {
     errno = saved;
     return nullptr;
   }
+  counters_[server]->connections_opened.add();
   return c;
 }
 
 void GroupRuntime::hand_over(UpstreamConnection* c, event::Pollable& user) {
   ++c->uses_;
   c->user_ = &user;
+  counters_[c->server_]->connections_reused.add();
 }
 
 void GroupRuntime::put_idle(UpstreamConnection* c) {
@@ -289,6 +305,7 @@ void GroupRuntime::put_idle(UpstreamConnection* c) {
   if (s.idle) s.idle->prev_ = c;
   s.idle = c;
   ++s.idle_count;
+  counters_[c->server_]->idle.add(1);
   timers_.arm(c->idle_timer_, config_.keepalive_timeout.count(), clock_.monotonic_ms);
 }
 
@@ -317,15 +334,18 @@ void GroupRuntime::report_failure(size_t server, const char* what) {
   // A lone server is never taken out (as in nginx): refusing every request for fail_timeout
   // would only turn a blip into an outage, since there is nowhere else to go.
   if (config_.servers.size() == 1) return;
-  if (upstream_.group().report_failure(server, clock_.monotonic_ms))
+  if (upstream_.group().report_failure(server, clock_.monotonic_ms)) {
+    counters_[server]->down_until_ms.set(clock_.monotonic_ms + config_.fail_timeout.count());
     LOG_ERROR("upstream %s: server %s is down for %lld ms after %u failure(s) (last: %s)",
               config_.name.c_str(), config_.servers[server].address.c_str(),
               static_cast<long long>(config_.fail_timeout.count()), config_.max_fails, what);
+  }
 }
 
 void GroupRuntime::set_probe_up(size_t server, bool up) {
   if (upstream_.group().probe_up(server) == up) return;
   upstream_.group().set_probe_up(server, up);
+  counters_[server]->probe_down.set(!up);
   if (up)
     LOG_INFO("upstream %s: server %s passed its health check and is back", config_.name.c_str(),
              config_.servers[server].address.c_str());

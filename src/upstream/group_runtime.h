@@ -26,6 +26,7 @@
 #include "event/poller.h"
 #include "event/timer_list.h"
 #include "event/timer_set.h"
+#include "metrics/metrics.h"
 #include "tls/client_context.h"
 #include "tls/stream.h"
 #include "upstream/balancer.h"
@@ -176,6 +177,13 @@ class GroupRuntime {
   uint32_t cap(size_t server) const { return slots_[server].cap; }
   size_t queued() const { return queued_; }
 
+  // This worker's figures for a server (metrics/metrics.h) and the last health-check result.
+  metrics::UpstreamServerCounters& counters(size_t server) { return *counters_[server]; }
+  void record_check(size_t server, bool ok) {
+    counters_[server]->last_check_seconds.set(clock_.wall_seconds);
+    counters_[server]->last_check_ok.set(ok);
+  }
+
  private:
   struct Slots {
     uint32_t in_use = 0;
@@ -185,6 +193,7 @@ class GroupRuntime {
   };
   void unlink_idle(UpstreamConnection* c);
   friend class UpstreamConnection;
+  friend class Waiter;
 
   const config::UpstreamGroup& config_;
   event::Poller& poller_;
@@ -197,6 +206,10 @@ class GroupRuntime {
   Waiter* queue_head_ = nullptr;
   Waiter* queue_tail_ = nullptr;
   size_t queued_ = 0;
+  // Metrics blocks live as long as the process; in-flight, idle and queue gauges move by deltas
+  // because the runtime of the previous snapshot may still be finishing on the same worker.
+  std::vector<metrics::UpstreamServerCounters*> counters_;
+  metrics::UpstreamGroupCounters* group_counters_;
 };
 
 }  // namespace peregrine::upstream

@@ -224,6 +224,7 @@ class HealthChecker::Probe final : public event::Pollable,
     close_socket();
     phase_ = Phase::kIdle;
     ++done_;
+    group_.record_check(server_, ok);  // metrics
     if (ok) {
       failures_ = 0;
       ++successes_;

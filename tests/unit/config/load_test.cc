@@ -349,7 +349,7 @@ root = "www"
 )"),
             "1:1: unknown key 'colour' at the top level (hint: valid keys: listen, workers, user, "
             "group, pid_file, error_log, log_level, server_header, limits, mime_types, upstream, "
-            "site, tls, client_address, request_id, limit)");
+            "site, tls, client_address, request_id, limit, admin)");
 }
 
 TEST_F(LoadTest, UnknownSectionIsAnUnknownKey) {
@@ -360,7 +360,7 @@ workers = 2
 )"),
             "3:2: unknown key 'server' at the top level (hint: valid keys: listen, workers, user, "
             "group, pid_file, error_log, log_level, server_header, limits, mime_types, upstream, "
-            "site, tls, client_address, request_id, limit)");
+            "site, tls, client_address, request_id, limit, admin)");
 }
 
 TEST_F(LoadTest, TopLevelKeyAfterASectionHeaderSaysWhy) {

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""What the live metrics cost (issue 14, item 6): server CPU time per request with the counting
+compiled in (the normal build) and compiled out (-DPEREGRINE_METRICS=OFF), side by side, on the
+small-file and the proxy scenarios. Target: at most 2 % more CPU per request.
+
+    /usr/bin/python3 bench/metrics_cost.py [--build] [--rounds 5] [--requests 100000]
+
+--build configures and builds build/nometrics (Release, metrics off) first; the metrics-on
+binary is build/release/peregrine. Each round runs both binaries in alternating order, so drift
+on a shared machine hits both alike; the figure per scenario is the median over rounds.
+
+CPU per request is the server's on-CPU time (the sum of /proc/PID/task/*/schedstat over its
+threads, in ns: finer than utime+stime's 10 ms ticks) over the ab run, divided by the requests
+ab completed. The server is pinned to CPU 0 with one worker, ab (and the proxy's back end) to
+CPU 1, as bench/README.md does.
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ON = os.path.join(REPO, "build/release/peregrine")
+OFF = os.path.join(REPO, "build/nometrics/peregrine")
+LISTEN_RE = re.compile(rb"\] listening on 127\.0\.0\.1:(\d+)")
+
+
+def build_off():
+    subprocess.run(["cmake", "-S", REPO, "-B", os.path.join(REPO, "build/nometrics"), "-G", "Ninja",
+                    "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG",
+                    "-DPEREGRINE_METRICS=OFF", "-DPEREGRINE_TESTS=OFF"], check=True)
+    subprocess.run(["cmake", "--build", os.path.join(REPO, "build/nometrics"), "-j2", "--target",
+                    "peregrine"], check=True)
+
+
+def cpu_ns(pid):
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
+class Server:
+    def __init__(self, binary, args, cpu, workdir, name):
+        self.log = open(os.path.join(workdir, name + ".log"), "w+b")
+        self.proc = subprocess.Popen(["taskset", "-c", str(cpu), binary, "--listen", "127.0.0.1:0",
+                                      "--workers", "1", "--access-log", "off"] + args,
+                                     stdout=subprocess.DEVNULL, stderr=self.log, cwd=workdir)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            self.log.seek(0)
+            m = LISTEN_RE.search(self.log.read())
+            if m:
+                self.port = int(m.group(1))
+                return
+            time.sleep(0.02)
+        raise RuntimeError(f"{binary} did not start")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.log.close()
+
+
+def ab(url, requests, concurrency=32):
+    out = subprocess.run(["taskset", "-c", "1", "ab", "-q", "-k", "-n", str(requests), "-c",
+                          str(concurrency), url], capture_output=True, text=True, timeout=600)
+    done = int(re.search(r"Complete requests:\s+(\d+)", out.stdout).group(1))
+    failed = int(re.search(r"Failed requests:\s+(\d+)", out.stdout).group(1))
+    non2xx = re.search(r"Non-2xx responses:\s+(\d+)", out.stdout)
+    if failed or non2xx:
+        raise RuntimeError(f"ab reported failures:\n{out.stdout}")
+    return done
+
+
+def measure(binary, scenario, requests, workdir, backend_port):
+    args = ["--root", os.path.join(workdir, "www")]
+    path = "/small.html"
+    if scenario == "proxy":
+        args = ["--proxy", f"http://127.0.0.1:{backend_port}"]
+    srv = Server(binary, args, 0, workdir, f"server-{scenario}")
+    try:
+        url = f"http://127.0.0.1:{srv.port}{path}"
+        ab(url, 2000)  # warm caches and pools
+        before = cpu_ns(srv.proc.pid)
+        done = ab(url, requests)
+        after = cpu_ns(srv.proc.pid)
+        return (after - before) / done
+    finally:
+        srv.stop()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--build", action="store_true", help="build build/nometrics first")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=100000)
+    parser.add_argument("--scenarios", default="small,proxy")
+    opts = parser.parse_args()
+    if opts.build:
+        build_off()
+    for binary in (ON, OFF):
+        if not os.path.exists(binary):
+            sys.exit(f"{binary} is missing (build it; --build makes the metrics-off one)")
+    with tempfile.TemporaryDirectory(prefix="metrics-cost-") as workdir:
+        os.makedirs(os.path.join(workdir, "www"))
+        with open(os.path.join(workdir, "www", "small.html"), "w") as f:
+            f.write("x" * 100)
+        backend = Server(ON, ["--root", os.path.join(workdir, "www")], 1, workdir, "backend")
+        try:
+            print(f"{'scenario':8} {'round':>5} {'on ns/req':>10} {'off ns/req':>10}")
+            results = {}
+            for scenario in opts.scenarios.split(","):
+                on, off = [], []
+                for r in range(opts.rounds):
+                    order = [(ON, on), (OFF, off)] if r % 2 == 0 else [(OFF, off), (ON, on)]
+                    for binary, sink in order:
+                        sink.append(measure(binary, scenario, opts.requests, workdir, backend.port))
+                    print(f"{scenario:8} {r + 1:>5} {on[-1]:>10.0f} {off[-1]:>10.0f}", flush=True)
+                paired = statistics.median(a / b for a, b in zip(on, off))
+                results[scenario] = (statistics.median(on), statistics.median(off), paired)
+            print()
+            # "paired": the median over rounds of on/off within a round, which cancels the load
+            # that drifts between rounds on a shared machine better than the ratio of medians.
+            print(f"{'scenario':8} {'on (median)':>12} {'off (median)':>13} {'cost':>8} {'paired':>8}")
+            for scenario, (on_ns, off_ns, paired) in results.items():
+                print(f"{scenario:8} {on_ns:>10.0f}ns {off_ns:>11.0f}ns "
+                      f"{(on_ns - off_ns) / off_ns * 100:>+7.2f}% {(paired - 1) * 100:>+7.2f}%")
+        finally:
+            backend.stop()
+
+
+if __name__ == "__main__":
+    main()
