@@ -1,5 +1,5 @@
 // Readers for [client_address] (trusted proxies, the forwarding header, PROXY protocol senders)
-// and [request_id]. See docs/access-client-address.md.
+// and [request_id]. See docs/access.md.
 #pragma once
 
 #include <toml++/toml.h>

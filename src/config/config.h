@@ -51,13 +51,13 @@ struct ListenAddress {
   bool tls = false;
   bool http2 = false;
   // The PROXY protocol (v1 or v2) header precedes everything else on each connection; its
-  // source address replaces the socket's peer (see docs/access-client-address.md).
+  // source address replaces the socket's peer (see docs/access.md).
   bool proxy_protocol = false;
   bool admin = false;  // the [admin] listener: its connections go to the admin API only
   SourcePos pos;
 };
 
-// [client_address]: believing proxies about who the client is (docs/access-client-address.md).
+// [client_address]: believing proxies about who the client is (docs/access.md).
 enum class ClientAddressHeader : uint8_t { kXForwardedFor, kForwarded };
 struct ClientAddress {
   std::vector<Cidr> trusted_proxies;  // empty: no header is believed (and no cost per request)
@@ -252,7 +252,7 @@ struct ProxyOptions {
   Millis tunnel_idle_timeout{300'000};
 };
 
-// Response headers of a site or route (`headers`; see docs/access-auth.md).
+// Response headers of a site or route (`headers`; see docs/access.md).
 struct ResponseHeaders {
   http::HeaderRuleSet rules;  // as written in this table
   // Compiled when loaded: a route's holds its site's rules, then its own. Null: no rules, and
@@ -260,7 +260,7 @@ struct ResponseHeaders {
   std::shared_ptr<const http::HeaderEdits> edits;
 };
 
-// Basic authentication of a site or route (`auth`; see docs/access-auth.md and src/auth/).
+// Basic authentication of a site or route (`auth`; see docs/access.md and src/auth/).
 struct AuthOptions {
   std::shared_ptr<const auth::Htpasswd> users;  // read when loaded; null: no authentication
   std::string challenge;                        // WWW-Authenticate: Basic realm="...", ...

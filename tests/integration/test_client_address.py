@@ -1,4 +1,4 @@
-"""The real client address ([client_address], docs/access-client-address.md): X-Forwarded-For
+"""The real client address ([client_address], docs/access.md): X-Forwarded-For
 and Forwarded believed only from trusted proxies, the right-most untrusted hop wins, spoofing
 attempts from untrusted peers are ignored; the address reaches the access log, php-fpm's
 REMOTE_ADDR and a proxied back end's X-Forwarded-For. Clients connect from several loopback

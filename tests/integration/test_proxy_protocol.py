@@ -1,4 +1,4 @@
-"""The PROXY protocol on listeners with proxy_protocol = true (docs/access-client-address.md):
+"""The PROXY protocol on listeners with proxy_protocol = true (docs/access.md):
 v1 and v2 headers from raw sockets. A valid header's source address is the client for the access
 log and the back ends; a malformed, wrong, too long or too slow header closes the connection
 without a byte of answer and with an error-log line; senders outside proxy_protocol_from are

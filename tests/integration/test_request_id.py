@@ -1,4 +1,4 @@
-"""Request IDs ([request_id], docs/access-client-address.md): made per request (32 hex digits)
+"""Request IDs ([request_id], docs/access.md): made per request (32 hex digits)
 or passed on from the client when trusted and valid; they reach php-fpm (HTTP_X_REQUEST_ID), a
 proxied back end (X-Request-Id), the response when asked, and the access log ($request_id).
 """

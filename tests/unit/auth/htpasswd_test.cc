@@ -179,7 +179,7 @@ TEST_F(BasicAuthTest, CacheIsBounded) {
   EXPECT_LE(auth.cached(), BasicAuth::kCacheEntries);
 }
 
-// What one verification costs, by kind (printed; the figures are in docs/access-auth.md).
+// What one verification costs, by kind (printed; the figures are in docs/access.md).
 TEST(VerifyCost, PerKind) {
   struct Case {
     const char* name;
