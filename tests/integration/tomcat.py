@@ -27,7 +27,7 @@ SERVER_XML = """<?xml version="1.0" encoding="UTF-8"?>
   <Service name="Catalina">
     <Connector protocol="AJP/1.3" address="127.0.0.1" port="{ajp_port}" {secret_attr}
                packetSize="{packet_size}" maxThreads="{threads}" acceptCount="1000"
-               connectionTimeout="60000" />
+               connectionTimeout="60000" tomcatAuthentication="false" />
     <Connector protocol="HTTP/1.1" address="127.0.0.1" port="{http_port}"
                maxThreads="{threads}" acceptCount="1000" maxKeepAliveRequests="-1" />
     <Engine name="Catalina" defaultHost="localhost" jvmRoute="{route}">
