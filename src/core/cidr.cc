@@ -8,21 +8,6 @@
 
 namespace peregrine {
 
-namespace {
-
-bool prefix_matches(const uint8_t* network, const uint8_t* address, unsigned prefix) {
-  const unsigned whole = prefix / 8;
-  if (std::memcmp(network, address, whole) != 0) return false;
-  const unsigned rest = prefix % 8;
-  if (rest == 0) return true;
-  const auto mask = static_cast<uint8_t>(0xff << (8 - rest));
-  return (network[whole] & mask) == (address[whole] & mask);
-}
-
-constexpr uint8_t kV4MappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-
-}  // namespace
-
 std::optional<Cidr> Cidr::parse(std::string_view text, std::string* error) {
   auto fail = [&](std::string message) -> std::optional<Cidr> {
     if (error) *error = std::move(message);
@@ -50,32 +35,18 @@ std::optional<Cidr> Cidr::parse(std::string_view text, std::string* error) {
       return fail("the prefix length after '/' must be 0.." + std::to_string(width));
   }
   cidr.prefix = static_cast<uint8_t>(prefix);
-  for (unsigned bit = prefix; bit < width; ++bit) {
-    if (cidr.network[bit / 8] & (0x80 >> (bit % 8)))
+  uint8_t mask[16] = {};
+  for (unsigned bit = 0; bit < prefix; ++bit)
+    mask[bit / 8] |= static_cast<uint8_t>(0x80 >> (bit % 8));
+  for (unsigned i = 0; i < width / 8; ++i) {
+    if (cidr.network[i] & ~mask[i])
       return fail("\"" + std::string(text) +
                   "\" has host bits set beyond its prefix; write the network address");
   }
+  // Loaded as contains_ip() loads an address: the same bytes into the same words.
+  std::memcpy(cidr.words_, cidr.network, width / 8);
+  std::memcpy(cidr.masks_, mask, width / 8);
   return cidr;
-}
-
-bool Cidr::contains_ip(int ip_family, const uint8_t* bytes) const {
-  if (ip_family == AF_INET6 && family == AF_INET &&
-      std::memcmp(bytes, kV4MappedPrefix, sizeof kV4MappedPrefix) == 0)
-    return prefix_matches(network, bytes + 12, prefix);
-  return ip_family == family && prefix_matches(network, bytes, prefix);
-}
-
-bool Cidr::contains(const sockaddr* address) const {
-  if (!address) return false;
-  if (address->sa_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(address);
-    return contains_ip(AF_INET, reinterpret_cast<const uint8_t*>(&in->sin_addr));
-  }
-  if (address->sa_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(address);
-    return contains_ip(AF_INET6, in6->sin6_addr.s6_addr);
-  }
-  return false;
 }
 
 std::string Cidr::to_string() const {
