@@ -6,19 +6,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/strings.h"
+
 namespace peregrine::http {
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x | 0x20);
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y | 0x20);
-    if (x != y) return false;
-  }
-  return true;
-}
 
 std::string_view trim(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
@@ -64,7 +55,7 @@ Hop forwarded_element(std::string_view element, sockaddr_storage* out, socklen_t
     std::string_view pair = trim(element.substr(i, end - i));
     i = end + 1;
     const size_t eq = pair.find('=');
-    if (eq == std::string_view::npos || !iequals(trim(pair.substr(0, eq)), "for")) continue;
+    if (eq == std::string_view::npos || !ascii_iequals(trim(pair.substr(0, eq)), "for")) continue;
     std::string_view value = trim(pair.substr(eq + 1));
     if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
       value = value.substr(1, value.size() - 2);
@@ -176,7 +167,7 @@ bool forwarded_client(std::span<const Header> headers, ForwardedHeader which,
     }
   };
   for (const Header& header : headers) {
-    if (!iequals(header.name, name)) continue;
+    if (!ascii_iequals(header.name, name)) continue;
     if (which == ForwardedHeader::kForwarded) {
       forwarded_elements(header.value, [&](std::string_view element) {
         visit(forwarded_element(element, &hop_address, &hop_len));

@@ -6,19 +6,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/strings.h"
+
 namespace peregrine::http {
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x | 0x20);
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y | 0x20);
-    if (x != y) return false;
-  }
-  return true;
-}
 
 // xoshiro256** (Blackman and Vigna): fast, and its output does not repeat in any realistic
 // run. Not for secrets: IDs only need to be unique.
@@ -82,7 +73,7 @@ void assign_request_id(Request& request, std::string_view header_name, bool trus
   int first = -1;
   bool duplicates = false;
   for (uint16_t i = 0; i < request.header_count; ++i) {
-    if (!iequals(request.headers[i].name, header_name)) continue;
+    if (!ascii_iequals(request.headers[i].name, header_name)) continue;
     if (first < 0)
       first = i;
     else
@@ -97,13 +88,14 @@ void assign_request_id(Request& request, std::string_view header_name, bool trus
   if (duplicates) {  // rare: keep only the first copy
     uint16_t kept = 0;
     for (uint16_t i = 0; i < request.header_count; ++i) {
-      if (static_cast<int>(i) != first && iequals(request.headers[i].name, header_name)) continue;
+      if (static_cast<int>(i) != first && ascii_iequals(request.headers[i].name, header_name))
+        continue;
       request.headers[kept++] = request.headers[i];
     }
     request.header_count = kept;
     first = -1;
     for (uint16_t i = 0; i < request.header_count && first < 0; ++i)
-      if (iequals(request.headers[i].name, header_name)) first = i;
+      if (ascii_iequals(request.headers[i].name, header_name)) first = i;
   }
   if (first >= 0) {
     request.headers[first].value = request.request_id;

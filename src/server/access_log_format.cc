@@ -13,17 +13,6 @@ namespace {
 using config::LogEscape;
 using config::LogVariable;
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x | 0x20);
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y | 0x20);
-    if (x != y) return false;
-  }
-  return true;
-}
-
 // Escapes a value for the line: JSON string contents (no quotes added: the format has them),
 // or, by default, \xHH for quotes, backslashes and bytes outside printable ASCII, as the
 // combined preset does, so no value can forge a line or a field.
@@ -75,7 +64,7 @@ std::string_view find_line(std::string_view lines, std::string_view name) {
     size_t end = lines.find("\r\n");
     std::string_view line = lines.substr(0, end);
     const size_t colon = line.find(':');
-    if (colon != std::string_view::npos && iequals(line.substr(0, colon), name)) {
+    if (colon != std::string_view::npos && ascii_iequals(line.substr(0, colon), name)) {
       std::string_view value = line.substr(colon + 1);
       while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
       return value;
