@@ -62,6 +62,13 @@ def write_tree(root, files):
 STATIC_FALLBACK = '\n[[site.route]]\nprefix = "/"\n'
 
 
+def h2c(config_text):
+    """make_config's text with its listener switched to h2c (HTTP/2 with prior knowledge, and
+    HTTP/1.1 still served on it)."""
+    return config_text.replace('listen = ["127.0.0.1:0"]',
+                               'listen = [{ address = "127.0.0.1:0", http2 = true }]', 1)
+
+
 def make_config(root, *, top="", limits="", site="", routes="", extra_sites="", workers=1,
                 access_log="off", hosts=("localhost",)):
     """A TOML config with one default site rooted at `root`, listening on 127.0.0.1:0.

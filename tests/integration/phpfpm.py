@@ -10,7 +10,9 @@ fastcgi_request() is a minimal FastCGI client, so that php-fpm and the PHP scrip
 on their own, without the server under test in between.
 """
 
+import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -18,6 +20,7 @@ import subprocess
 import time
 
 PHP_FPM_BIN = os.environ.get("PHP_FPM_BIN") or "/usr/sbin/php-fpm8.2"
+SCRIPTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "php")
 
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 5.0
@@ -252,6 +255,21 @@ php_admin_flag[log_errors] = on
 # --------------------------------------------------------------------------------------------
 
 FCGI_BEGIN_REQUEST, FCGI_END_REQUEST, FCGI_PARAMS, FCGI_STDIN, FCGI_STDOUT, FCGI_STDERR = 1, 3, 4, 5, 6, 7
+
+
+def start_for(test, children=2):
+    """A php-fpm for one test (stopped at its cleanup) and a copy of the PHP test scripts to
+    serve: (docroot, the PhpFpm, an [[upstream]] table named "php" that reaches it). php-fpm
+    missing fails the test: the test step installs it."""
+    if not available():
+        test.fail(f"{PHP_FPM_BIN} is missing: run scripts/install-deps.sh test")
+    root = os.path.join(test.tmp, "www")
+    shutil.copytree(SCRIPTS_DIR, root)
+    fpm = PhpFpm(os.path.join(test.tmp, "fpm"), children=children)
+    test.addCleanup(fpm.stop)
+    fpm.start()
+    upstream = f'[[upstream]]\nname = "php"\n[[upstream.server]]\naddress = {json.dumps(fpm.address)}\n'
+    return root, fpm, upstream
 
 
 def fcgi_record(rtype, content, request_id=1):

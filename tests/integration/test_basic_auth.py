@@ -8,7 +8,6 @@ as REMOTE_USER, HTTP/2, a reload that re-reads the file, and config errors at fi
 import base64
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import phpfpm  # noqa: E402
-from harness import HERE, PEREGRINE_BIN, ServerTestCase, main, make_config, q, require_tool  # noqa: E402
+from harness import PEREGRINE_BIN, ServerTestCase, h2c, main, make_config, q, require_tool  # noqa: E402
 
 
 def basic(user, password):
@@ -62,8 +61,7 @@ class BasicAuthTestCase(ServerTestCase):
 
     def start(self, site="", routes="", top=""):
         text = make_config(self.root, top=top, site=site, routes=routes)
-        return self.start_config(text.replace('listen = ["127.0.0.1:0"]',
-                                              'listen = [{ address = "127.0.0.1:0", http2 = true }]', 1))
+        return self.start_config(h2c(text))
 
     def get(self, port, path, authorization=None):
         c = self.raw(port)
@@ -226,18 +224,11 @@ class BasicAuthTestCase(ServerTestCase):
 
 class BasicAuthFastcgiTestCase(ServerTestCase):
     def test_remote_user_reaches_php(self):
-        if not phpfpm.available():
-            self.fail(f"{phpfpm.PHP_FPM_BIN} is missing: run scripts/install-deps.sh test")
         require_tool("htpasswd", "apache2-utils")
-        root = os.path.join(self.tmp, "www")
-        shutil.copytree(os.path.join(HERE, "php"), root)
-        fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm"), children=1)
-        self.addCleanup(fpm.stop)
-        fpm.start()
+        root, _, top = phpfpm.start_for(self, children=1)
         users = os.path.join(self.tmp, "users")
         subprocess.run(["htpasswd", "-cbB", "-C", "5", users, "editor", "e-pass"], check=True,
                        capture_output=True, timeout=10)
-        top = f'[[upstream]]\nname = "php"\n[[upstream.server]]\naddress = {q(fpm.address)}\n'
         routes = ('[[site.route]]\nextension = "php"\nfastcgi = "php"\n'
                   f'auth = {{ htpasswd = {q(users)} }}\n')
         srv = self.start_config(make_config(root, top=top, routes=routes))

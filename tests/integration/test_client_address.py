@@ -7,12 +7,11 @@ addresses (127.0.0.1 trusted, 127.0.0.2 not) by binding their source address.
 
 import json
 import os
-import shutil
 import socket
 import sys
 
 import phpfpm
-from harness import HERE, PEREGRINE_BIN, ServerTestCase, main, make_config, q
+from harness import HERE, PEREGRINE_BIN, ServerTestCase, main, make_config
 import subprocess
 
 sys.path.insert(0, HERE)
@@ -152,16 +151,9 @@ class ClientAddressTest(ServerTestCase):
         self.assertEqual(xff, ["203.0.113.7, 127.0.0.2"])
 
     def test_php_fpm_remote_addr(self):
-        if not phpfpm.available():
-            self.fail(f"{phpfpm.PHP_FPM_BIN} is missing: run scripts/install-deps.sh test")
-        fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm"), children=1)
-        self.addCleanup(fpm.stop)
-        fpm.start()
-        self.root = os.path.join(self.tmp, "php")
-        shutil.copytree(os.path.join(HERE, "php"), self.root)
+        self.root, _, php_upstream = phpfpm.start_for(self, children=1)
         self.log_path = os.path.join(self.tmp, "access.log")
-        top = (f'[[upstream]]\nname = "php"\n[[upstream.server]]\naddress = {q(fpm.address)}\n'
-               '\n[client_address]\ntrusted_proxies = ["127.0.0.1"]\n')
+        top = (php_upstream + '\n[client_address]\ntrusted_proxies = ["127.0.0.1"]\n')
         routes = '[[site.route]]\nextension = "php"\nfastcgi = "php"\n'
         srv = self.start_config(make_config(self.root, top=top, routes=routes,
                                             access_log=self.log_path))

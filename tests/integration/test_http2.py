@@ -9,7 +9,6 @@ static files, `return`, FastCGI (a real php-fpm) and the proxy (a real HTTP/1.1 
 import hashlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,7 +20,7 @@ from hyperframe.frame import (ContinuationFrame, DataFrame, Frame, GoAwayFrame, 
                               PingFrame, RstStreamFrame, SettingsFrame, WindowUpdateFrame)
 
 import phpfpm
-from harness import HERE, ServerTestCase, main, make_config, q, require_tool
+from harness import ServerTestCase, h2c, main, make_config, require_tool
 from test_proxy import Backend, pattern_sha256, route_toml, upstream_toml
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -33,9 +32,7 @@ BIG = bytes(range(256)) * 400  # 102400 bytes: more than the default windows
 
 def h2_config(root, **kwargs):
     """make_config with its listener switched to h2c."""
-    text = make_config(root, **kwargs)
-    return text.replace('listen = ["127.0.0.1:0"]',
-                        'listen = [{ address = "127.0.0.1:0", http2 = true }]', 1)
+    return h2c(make_config(root, **kwargs))
 
 
 class RawH2:
@@ -595,14 +592,7 @@ class TestFastcgi(ServerTestCase):
     def setUp(self):
         super().setUp()
         require_tool("curl", "curl")
-        if not phpfpm.available():
-            self.fail(f"{phpfpm.PHP_FPM_BIN} is missing: run scripts/install-deps.sh test")
-        self.root = os.path.join(self.tmp, "www")
-        shutil.copytree(os.path.join(HERE, "php"), self.root)
-        self.fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm"), children=2)
-        self.addCleanup(self.fpm.stop)
-        self.fpm.start()
-        top = (f'[[upstream]]\nname = "php"\n[[upstream.server]]\naddress = {q(self.fpm.address)}\n')
+        self.root, self.fpm, top = phpfpm.start_for(self)
         routes = ("\n[[site.route]]\nregex = '[^/]\\.php(/|$)'\nfastcgi = \"php\"\n"
                   '\n[[site.route]]\nprefix = "/"\n')
         self.srv = self.start_config(h2_config(self.root, top=top, routes=routes,

@@ -18,7 +18,7 @@ import time
 
 import harness
 
-from harness import STATIC_FALLBACK, RawClient, ServerTestCase, build_request, main, make_config
+from harness import STATIC_FALLBACK, RawClient, ServerTestCase, build_request, h2c, main, make_config
 
 ECHO = """
 [[site.route]]
@@ -475,8 +475,7 @@ class ClientLimitsTest(ServerTestCase):
         root = self.make_root({"key/f.txt": "key\n", "conn/f.txt": "conn\n"})
         text = harness.make_config(root, workers=2, routes=ROUTES + harness.STATIC_FALLBACK)
         text = text.replace("[[site]]\n", LIMITS + "\n[[site]]\n", 1)
-        text = text.replace('listen = ["127.0.0.1:0"]',
-                            'listen = [{ address = "127.0.0.1:0", http2 = true }]', 1)
+        text = h2c(text)
         srv = self.start_config(text)
         url = f"http://127.0.0.1:{srv.port}/key/f.txt"
         # Three HTTP/2 requests with the same key (one connection each: curl 7.88 fails to reuse a
@@ -509,8 +508,7 @@ class ClientLimitsTest(ServerTestCase):
         root = self.make_root({"slow/f.txt": "slow\n"})
         text = harness.make_config(root, workers=2, routes=ROUTES + harness.STATIC_FALLBACK)
         text = text.replace("[[site]]\n", LIMITS + "\n[[site]]\n", 1)
-        text = text.replace('listen = ["127.0.0.1:0"]',
-                            'listen = [{ address = "127.0.0.1:0", http2 = true }]', 1)
+        text = h2c(text)
         srv = self.start_config(text)
         url = f"http://127.0.0.1:{srv.port}/slow/f.txt"
         # Four requests at once (a POST with a body among them): they leave 100 ms apart.

@@ -10,13 +10,12 @@ Clients: raw HTTP/1.1 sockets and curl over h2c.
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import phpfpm  # noqa: E402
-from harness import HERE, ServerTestCase, main, make_config, q, require_tool  # noqa: E402
+from harness import ServerTestCase, h2c, main, make_config, require_tool  # noqa: E402
 from test_proxy import Backend, route_toml, upstream_toml  # noqa: E402
 
 PROPFIND_BODY = (b'<?xml version="1.0" encoding="utf-8"?>\n'
@@ -25,10 +24,6 @@ PROPFIND_BODY = (b'<?xml version="1.0" encoding="utf-8"?>\n'
 DAV_METHODS = ("PROPFIND", "REPORT", "MKCOL", "PURGE", "PROPPATCH", "LOCK", "UNLOCK", "COPY",
                "MOVE", "SEARCH")
 
-
-def h2c(config_text):
-    return config_text.replace('listen = ["127.0.0.1:0"]',
-                               'listen = [{ address = "127.0.0.1:0", http2 = true }]', 1)
 
 
 class MethodsTestCase(ServerTestCase):
@@ -166,14 +161,7 @@ class MethodsTestCase(ServerTestCase):
 class MethodsFastcgiTestCase(ServerTestCase):
     def setUp(self):
         super().setUp()
-        if not phpfpm.available():
-            self.fail(f"{phpfpm.PHP_FPM_BIN} is missing: run scripts/install-deps.sh test")
-        self.root = os.path.join(self.tmp, "www")
-        shutil.copytree(os.path.join(HERE, "php"), self.root)
-        self.fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm"), children=2)
-        self.addCleanup(self.fpm.stop)
-        self.fpm.start()
-        top = (f'[[upstream]]\nname = "php"\n[[upstream.server]]\naddress = {q(self.fpm.address)}\n')
+        self.root, self.fpm, top = phpfpm.start_for(self)
         routes = ('[[site.route]]\nregex = \'[^/]\\.php(/|$)\'\nfastcgi = "php"\n'
                   '[[site.route]]\nprefix = "/"\n')
         self.srv = self.start_config(h2c(make_config(self.root, top=top, routes=routes)))

@@ -9,13 +9,12 @@ printed token.
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HERE, PEREGRINE_BIN, RawClient, ServerTestCase, main, make_config, q,  # noqa: E402
+from harness import (HERE, PEREGRINE_BIN, RawClient, ServerTestCase, h2c, main, make_config, q,  # noqa: E402
                      require_tool)
 
 sys.path.insert(0, HERE)
@@ -48,8 +47,7 @@ class MetricsTestCase(ServerTestCase):
                f"token_file = {q(self.token_path)}\n{admin_keys}\n")
         text = make_config(self.root, top=top, routes=routes, workers=workers, hosts=("a.test",),
                            extra_sites=f'[[site]]\nhosts = ["b.test"]\nroot = {q(self.root_b)}\n')
-        text = text.replace('listen = ["127.0.0.1:0"]',
-                            'listen = [{ address = "127.0.0.1:0", http2 = true }]', 1)
+        text = h2c(text)
         srv = self.start_config(text)
         self.wait_for(lambda: ADMIN_RE.search(srv._read(srv.log_path)), msg="admin listener")
         srv.admin_port = int(ADMIN_RE.search(srv._read(srv.log_path)).group(1))

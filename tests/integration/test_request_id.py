@@ -6,7 +6,6 @@ proxied back end (X-Request-Id), the response when asked, and the access log ($r
 import json
 import os
 import re
-import shutil
 import sys
 
 import phpfpm
@@ -100,16 +99,9 @@ class RequestIdTest(ServerTestCase):
         self.assertEqual(self.lines(1)[0].split()[0], sent[0])
 
     def test_php_fpm_receives_the_id(self):
-        if not phpfpm.available():
-            self.fail(f"{phpfpm.PHP_FPM_BIN} is missing: run scripts/install-deps.sh test")
-        fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm"), children=1)
-        self.addCleanup(fpm.stop)
-        fpm.start()
-        root = os.path.join(self.tmp, "php")
-        shutil.copytree(os.path.join(HERE, "php"), root)
+        root, _, php_upstream = phpfpm.start_for(self, children=1)
         self.log_path = os.path.join(self.tmp, "access.log")
-        top = (f'[[upstream]]\nname = "php"\n[[upstream.server]]\naddress = {q(fpm.address)}\n'
-               '\n[request_id]\ntrust_incoming = true\n')
+        top = (php_upstream + '\n[request_id]\ntrust_incoming = true\n')
         srv = self.start_config(make_config(
             root, top=top, routes='[[site.route]]\nextension = "php"\nfastcgi = "php"\n',
             site='access_log_format = "$request_id $upstream_status"', access_log=self.log_path))

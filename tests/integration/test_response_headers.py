@@ -6,14 +6,13 @@ Without `always` the rules apply to 2xx and 3xx only; with it to the server's ow
 """
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import phpfpm  # noqa: E402
-from harness import HERE, ServerTestCase, main, make_config, q, require_tool  # noqa: E402
+from harness import ServerTestCase, h2c, main, make_config, require_tool  # noqa: E402
 from test_proxy import Backend, upstream_toml  # noqa: E402
 
 
@@ -25,10 +24,6 @@ def free_port():
     return port
 
 
-def h2c(text):
-    return text.replace('listen = ["127.0.0.1:0"]',
-                        'listen = [{ address = "127.0.0.1:0", http2 = true }]', 1)
-
 
 SITE_HEADERS = ('headers = { set = { "X-Content-Type-Options" = "nosniff" }, '
                 'add = { "X-Site-Always" = "yes" }, always = true }\n')
@@ -37,13 +32,7 @@ SITE_HEADERS = ('headers = { set = { "X-Content-Type-Options" = "nosniff" }, '
 class ResponseHeadersTestCase(ServerTestCase):
     def setUp(self):
         super().setUp()
-        if not phpfpm.available():
-            self.fail(f"{phpfpm.PHP_FPM_BIN} is missing: run scripts/install-deps.sh test")
-        self.root = os.path.join(self.tmp, "www")
-        shutil.copytree(os.path.join(HERE, "php"), self.root)
-        self.fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm"), children=2)
-        self.addCleanup(self.fpm.stop)
-        self.fpm.start()
+        self.root, self.fpm, php_upstream = phpfpm.start_for(self)
         self.backend = Backend(self.tmp, "A").start()
         self.addCleanup(self.backend.kill)
         route_headers = ('headers = { set = { "X-Route" = "{name}", "Cache-Control" = "no-store" }, '
@@ -54,7 +43,7 @@ class ResponseHeadersTestCase(ServerTestCase):
 
         top = (upstream_toml("app", [self.backend.address])
                + upstream_toml("dead", [f"127.0.0.1:{free_port()}"], tries=1)
-               + f'[[upstream]]\nname = "php"\n[[upstream.server]]\naddress = {q(self.fpm.address)}\n')
+               + php_upstream)
         routes = (
             '[[site.route]]\nprefix = "/ret"\nreturn = 200\nbody = "ret\\n"\n' + rh("return")
             + '[[site.route]]\nprefix = "/redirect"\nreturn = 302\nlocation = "/x"\n' + rh("redirect")
