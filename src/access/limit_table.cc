@@ -7,6 +7,8 @@
 #include <new>
 #include <random>
 
+#include "core/hash.h"
+
 namespace peregrine::access {
 
 namespace {
@@ -16,15 +18,6 @@ uint32_t round_down_pow2(uint32_t n) {
   uint32_t p = 1;
   while (p <= n / 2) p <<= 1;
   return p;
-}
-
-uint64_t mix(uint64_t x) {  // a 64-bit finalizer: every input bit reaches every output bit
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
 }
 
 }  // namespace
@@ -48,7 +41,7 @@ LimitTable::~LimitTable() {
 uint64_t LimitTable::hash(std::string_view key) const {
   uint64_t h = 0xcbf29ce484222325ULL ^ seed_;
   for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ULL;
-  h = mix(h ^ seed_);
+  h = mix64(h ^ seed_);
   return h == 0 ? 1 : h;
 }
 

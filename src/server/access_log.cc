@@ -36,8 +36,8 @@ void append_address(std::string& out, const sockaddr* addr) {
   out.append(text.ip_length ? text.ip_view() : "-");
 }
 
-// Combined-format fields are quoted: escape quotes, backslashes and non-printable bytes as \xHH
-// so a hostile User-Agent cannot forge a log line.
+}  // namespace
+
 void append_escaped(std::string& out, std::string_view text) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   for (unsigned char c : text) {
@@ -50,8 +50,6 @@ void append_escaped(std::string& out, std::string_view text) {
     }
   }
 }
-
-}  // namespace
 
 AccessLogWriter::AccessLogWriter() : thread_([this] { run(); }) {}
 

@@ -21,6 +21,10 @@
 
 namespace peregrine::server {
 
+// A quoted field's contents in the combined format and in custom formats: quotes, backslashes
+// and bytes outside printable ASCII as \xHH, so a hostile User-Agent cannot forge a log line.
+void append_escaped(std::string& out, std::string_view text);
+
 class AccessLogWriter {
  public:
   AccessLogWriter();

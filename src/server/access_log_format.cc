@@ -17,7 +17,6 @@ using config::LogVariable;
 // or, by default, \xHH for quotes, backslashes and bytes outside printable ASCII, as the
 // combined preset does, so no value can forge a line or a field.
 void append_value(std::string& out, std::string_view text, LogEscape escape) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
   if (escape == LogEscape::kJson) {
     const size_t start = out.size();
     append_json_string(out, text);  // with quotes: drop them
@@ -25,15 +24,7 @@ void append_value(std::string& out, std::string_view text, LogEscape escape) {
     out.pop_back();
     return;
   }
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\' || c < 0x20 || c >= 0x7f) {
-      out.append("\\x");
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
+  append_escaped(out, text);
 }
 
 // A missing value is "-", as in nginx; in JSON strings too, so a field is never empty by accident.

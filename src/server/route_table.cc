@@ -41,10 +41,12 @@ struct RouteTable::Admin {
   explicit Admin(const std::shared_ptr<const config::Config>& config) {
     route_config.pattern = "/";
     site.config = &site_config;
-    site.routes.push_back(
-        {&route_config, std::make_shared<admin::AdminHandler>(config), nullptr, std::string()});
-    site.routes.back().counters = metrics::local().route("(admin)", "/");
-    site.counters = site.routes.back().counters;
+    RouteRuntime route;
+    route.config = &route_config;
+    route.handler = std::make_shared<admin::AdminHandler>(config);
+    route.counters = metrics::local().route("(admin)", "/");
+    site.counters = route.counters;
+    site.routes.push_back(std::move(route));
   }
   config::Site site_config;
   config::Route route_config;

@@ -5,16 +5,9 @@
 #include <algorithm>
 #include <bit>
 
-namespace peregrine::upstream {
+#include "core/hash.h"
 
-uint64_t mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
+namespace peregrine::upstream {
 
 uint64_t hash64(std::string_view bytes) {
   uint64_t h = 0xcbf29ce484222325ULL;

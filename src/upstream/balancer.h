@@ -33,7 +33,6 @@ namespace peregrine::upstream {
 // (xor-shift-multiply) so that nearby inputs spread over the whole range. Stable across runs and
 // platforms: the same key maps to the same server in every worker and after a restart.
 uint64_t hash64(std::string_view bytes);
-uint64_t mix64(uint64_t x);
 
 struct ServerSpec {
   std::string address;  // "host:port" or "unix:/path"; opaque to this file (hashed for the ring)
