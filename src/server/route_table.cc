@@ -35,6 +35,20 @@ std::string position(const config::Route& route) {
          std::to_string(route.pos.column);
 }
 
+// Sets `request.path` from the target's path, percent-decoded and without dot-segments: a view
+// of the target in the common case (no copy), else the request's own storage. False: it does not
+// normalize (400).
+bool normalize_request_path(Request& request) {
+  if (http::path_is_normal(request.raw_path)) {
+    request.path = request.raw_path;
+    return true;
+  }
+  if (http::normalize_path(request.raw_path, request.path_storage) != http::PathStatus::kOk)
+    return false;
+  request.path = request.path_storage;
+  return true;
+}
+
 }  // namespace
 
 struct RouteTable::Admin {
@@ -190,12 +204,7 @@ Selection RouteTable::select_admin(Request& request) {
     return selection;
   }
   selection.site = &admin_->site;
-  if (http::path_is_normal(request.raw_path)) {
-    request.path = request.raw_path;
-  } else if (http::normalize_path(request.raw_path, request.path_storage) ==
-             http::PathStatus::kOk) {
-    request.path = request.path_storage;
-  } else {
+  if (!normalize_request_path(request)) {
     selection.status = 400;
     return selection;
   }
@@ -214,12 +223,7 @@ Selection RouteTable::select(Request& request) {
   selection.headers = site.config->headers.edits.get();
   if (request.target == "*") {
     request.path = "*";
-  } else if (http::path_is_normal(request.raw_path)) {
-    request.path = request.raw_path;  // the common case: no copy
-  } else if (http::normalize_path(request.raw_path, request.path_storage) ==
-             http::PathStatus::kOk) {
-    request.path = request.path_storage;
-  } else {
+  } else if (!normalize_request_path(request)) {
     selection.status = 400;
     return selection;
   }
