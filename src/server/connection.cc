@@ -27,6 +27,46 @@ namespace peregrine::server {
 using handlers::Downstream;
 using handlers::Exchange;
 
+struct Connection::Extras {
+  PeerAddress socket_peer{};  // the socket's own peer once a PROXY header replaced peer_
+  socklen_t socket_peer_len = 0;
+  // Our end of the connection, looked up once for CGI parameters. A unix listener's address is
+  // cut to its family, which is all SERVER_ADDR needs ("unix:").
+  PeerAddress local{};
+  socklen_t local_len = 0;
+  // Keeps the TLS contexts' callbacks' data (in the route table) alive during the handshake.
+  Ref<RouteTable> handshake_routes;
+};
+
+struct Connection::RequestScope : RecycledAllocation<RequestScope> {
+  PeerAddress forwarded{};  // this request's client, named by a trusted proxy's header
+  char request_id[32];      // [request_id]: the one made for the request in progress
+  // For custom access-log formats ($request_time, $request_length, $bytes_sent).
+  int64_t started_ms = 0;
+  uint32_t head_bytes = 0;
+  uint32_t response_head_bytes = 0;
+  // Metrics: the figures the request counts in (its route's, or its site's for the route
+  // table's own answers) and when it was routed; reset once counted.
+  metrics::RouteCounters* counting = nullptr;
+  int64_t started_us = 0;
+};
+
+Connection::Extras& Connection::extras() {
+  if (!extras_) extras_ = std::make_unique<Extras>();
+  return *extras_;
+}
+
+Connection::RequestScope& Connection::scope() {
+  if (!scope_) scope_.reset(new RequestScope);
+  return *scope_;
+}
+
+void Connection::set_socket_peer(Request& request) const {
+  const bool behind_proxy = extras_ && extras_->socket_peer_len;
+  request.socket_peer = behind_proxy ? &extras_->socket_peer.sa : &peer_.sa;
+  request.socket_peer_len = behind_proxy ? extras_->socket_peer_len : peer_len_;
+}
+
 // A request that outlives the event that parsed its head: its body is still arriving (kBody:
 // kept for a handler that wants it, else dropped), or an asynchronous handler answers it
 // (kExchange: the body streams to the exchange). The head stays in the read buffer before
@@ -178,8 +218,9 @@ void Connection::read_proxy_header() {
   awaiting_proxy_header_ = false;
   event::TimerList::disarm(timer);
   if (header.has_address) {
-    socket_peer_len_ = peer_len_;
-    std::memcpy(&socket_peer_, &peer_, peer_len_);
+    Extras& x = extras();
+    x.socket_peer_len = peer_len_;
+    std::memcpy(&x.socket_peer, &peer_, peer_len_);
     peer_len_ = std::min<socklen_t>(header.source_len, sizeof peer_);
     std::memcpy(&peer_, &header.source, peer_len_);
   }
@@ -202,14 +243,14 @@ bool Connection::start_tls() {
     close_now();
     return false;
   }
-  handshake_routes_ = worker_.routes_ref();
+  extras().handshake_routes = worker_.routes_ref();
   return continue_handshake();
 }
 
 bool Connection::continue_handshake() {
   switch (tls_->handshake()) {
     case tls::Stream::Progress::kDone:
-      handshake_routes_ = Ref<RouteTable>();
+      extras_->handshake_routes = Ref<RouteTable>();
       (tls_->resumed() ? metrics::local().tls_handshakes_resumed
                        : metrics::local().tls_handshakes_full)
           .add();
@@ -405,8 +446,9 @@ void Connection::handle_request(size_t head_length) {
   parser_.reset();
   start_ += static_cast<uint32_t>(head_length);
   ++requests_;
-  request_started_ms_ = worker_.clock().monotonic_ms;
-  request_head_bytes_ = static_cast<uint32_t>(head_length);
+  RequestScope& scope = this->scope();
+  scope.started_ms = worker_.clock().monotonic_ms;
+  scope.head_bytes = static_cast<uint32_t>(head_length);
   request.peer = &peer_.sa;
   request.peer_len = peer_len_;
   set_socket_peer(request);
@@ -414,15 +456,15 @@ void Connection::handle_request(size_t head_length) {
   const config::Config& config = worker_.routes().config();
   // Before select(): allow/deny and limits run inside it and must see the real client.
   if (!config.client_address.trusted_proxies.empty())
-    use_forwarded_client(request, config.client_address, &forwarded_);
+    use_forwarded_client(request, config.client_address, &scope.forwarded);
   if (config.request_id.enabled)
     http::assign_request_id(request, config.request_id.header, config.request_id.trust_incoming,
-                            request_id_);
+                            scope.request_id);
 
   const Selection selection =
       listener_.admin ? worker_.routes().select_admin(request) : worker_.routes().select(request);
-  counting_ = selection.route ? selection.route->counters : selection.site->counters;  // metrics
-  request_started_us_ = worker_.clock().monotonic_us;
+  scope.counting = selection.route ? selection.route->counters : selection.site->counters;
+  scope.started_us = worker_.clock().monotonic_us;
   if (selection.access && requests_ == 1 && refuse_connection(request, selection)) return;
   if (!selection.route && selection.refused()) {
     respond_error(selection.status, &request, selection.site);
@@ -735,7 +777,7 @@ Connection::Framing Connection::write_response(const Request& request, const Res
     out.append("Transfer-Encoding: chunked\r\n");
   }
   out.append("\r\n");
-  response_head_bytes_ = static_cast<uint32_t>(out.size() - head_start);
+  scope().response_head_bytes = static_cast<uint32_t>(out.size() - head_start);
 
   // No body for HEAD, nor when the status has none (kNone). An empty chunk would end a chunked
   // body. Bytes are copied; file regions are queued for sendfile.
@@ -798,6 +840,7 @@ void Connection::become_idle_or_wait() {
   }
   if (state_ == State::kHead && start_ == end_) {
     release_buffer();
+    scope_.reset();
     if (!keep_alive_) {
       finish_closing();
       return;
@@ -873,8 +916,10 @@ void Connection::hand_over_http2() {
   std::string_view bytes = buffer_ ? std::string_view(buffer_ + start_, end_ - start_) : "";
   start_ = end_;
   worker_.close_connection(this);
-  worker_.start_http2(fd, &peer_.sa, peer_len_, bytes, listener_, std::move(tls_), &socket_peer_.sa,
-                      socket_peer_len_);
+  const bool behind_proxy = extras_ && extras_->socket_peer_len;
+  worker_.start_http2(fd, &peer_.sa, peer_len_, bytes, listener_, std::move(tls_),
+                      behind_proxy ? &extras_->socket_peer.sa : nullptr,
+                      behind_proxy ? extras_->socket_peer_len : 0);
   release_buffer();
 }
 
@@ -916,13 +961,14 @@ void Connection::set_timer(event::TimerList& list) {
 
 void Connection::start_exchange(Request& request, const Selection& selection) {
   InFlight& f = hold_request(request, selection);
-  if (local_len_ == 0) {
-    local_len_ = sizeof local_;
-    if (::getsockname(fd_, &local_.sa, &local_len_) != 0) local_len_ = 0;
-    local_len_ = std::min<socklen_t>(local_len_, sizeof local_);  // a unix path was cut short
+  Extras& x = extras();
+  if (x.local_len == 0) {
+    x.local_len = sizeof x.local;
+    if (::getsockname(fd_, &x.local.sa, &x.local_len) != 0) x.local_len = 0;
+    x.local_len = std::min<socklen_t>(x.local_len, sizeof x.local);  // a unix path was cut short
   }
-  f.request.local = local_len_ ? &local_.sa : nullptr;
-  f.request.local_len = local_len_;
+  f.request.local = x.local_len ? &x.local.sa : nullptr;
+  f.request.local_len = x.local_len;
   state_ = State::kExchange;
   event::TimerList::disarm(timer);
   if (invite_body(request)) {
@@ -1093,10 +1139,11 @@ void Connection::log_access(SiteRuntime& site, const Request& request, int statu
                             uint64_t body_bytes, const Response* response) {
   if (site.access_log->custom()) {
     LogContext context;
-    context.bytes_sent = response_head_bytes_ + body_bytes;
+    const RequestScope& scope = this->scope();
+    context.bytes_sent = scope.response_head_bytes + body_bytes;
     context.request_length =
-        request_head_bytes_ + static_cast<uint64_t>(std::max<int64_t>(request.content_length, 0));
-    context.request_time_ms = worker_.clock().monotonic_ms - request_started_ms_;
+        scope.head_bytes + static_cast<uint64_t>(std::max<int64_t>(request.content_length, 0));
+    context.request_time_ms = worker_.clock().monotonic_ms - scope.started_ms;
     if (tls_) {
       context.tls_version = tls_->version();
       context.tls_cipher = tls_->cipher();
@@ -1116,16 +1163,16 @@ void Connection::log_access(SiteRuntime& site, const Request& request, int statu
 }
 
 void Connection::count_request(const Request& request, int status, uint64_t body_bytes) {
+  RequestScope& scope = this->scope();
   metrics::RouteCounters* counters =
-      counting_ ? counting_ : worker_.routes().default_site().counters;
+      scope.counting ? scope.counting : worker_.routes().default_site().counters;
   const int64_t now = worker_.clock().monotonic_us;
-  const int64_t took =
-      request_started_us_ && now > request_started_us_ ? now - request_started_us_ : 0;
+  const int64_t took = scope.started_us && now > scope.started_us ? now - scope.started_us : 0;
   metrics::local().count_request(counters,
                                  metrics::protocol_of(request.version_major, request.version_minor),
                                  tls_ != nullptr, status, body_bytes, static_cast<uint64_t>(took));
-  counting_ = nullptr;
-  request_started_us_ = 0;
+  scope.counting = nullptr;
+  scope.started_us = 0;
 }
 
 void Connection::fail(int status) {
