@@ -5,8 +5,10 @@
 namespace peregrine::admin {
 
 const UiAsset* find_ui_asset(std::string_view path) {
-  if (path == "/") path = "/index.html";
-  else if (!path.starts_with("/ui.")) return nullptr;
+  if (path == "/")
+    path = "/index.html";
+  else if (!path.starts_with("/ui."))
+    return nullptr;
   for (size_t i = 0; i < kUiAssetCount; ++i)
     if (kUiAssets[i].path == path) return &kUiAssets[i];
   return nullptr;

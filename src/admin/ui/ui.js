@@ -59,31 +59,49 @@ function missing(error, path) {
   return error;
 }
 
-async function login(kind, secret) {
-  let loginStatus = 0;
+// GET `path` for a view: its data, or null once `noticeId` says why and `clear` emptied the view.
+async function viewData(path, noticeId, clear) {
   try {
-    const r = await api('/api/login', { method: 'POST', body: { [kind]: secret }, raw: true });
-    loginStatus = r.status;
-  } catch (e) { loginStatus = 0; }
-  if (loginStatus === 204 || loginStatus === 200) {
+    const data = await api(path);
+    notice(noticeId, null);
+    return data;
+  } catch (e) {
+    notice(noticeId, missing(e, path));
+    clear();
+    return null;
+  }
+}
+
+async function login(kind, secret) {
+  // A token also goes as a bearer credential: a server without /api/login then answers 404 (not
+  // 401), and the token is kept for this tab instead of a cookie.
+  const headers = kind === 'token' ? { Authorization: 'Bearer ' + secret } : {};
+  let status = 0;
+  try {
+    status = (await api('/api/login', { method: 'POST', body: { [kind]: secret }, headers, raw: true })).status;
+  } catch (e) {
+    throw new Error(`Cannot reach the admin API: ${e.message}`);
+  }
+  if (status === 204 || status === 200) {
     session.token = '';
     sessionStorage.removeItem(TOKEN_KEY);
-    return true;
+    return;
   }
-  // No login endpoint (or it refused): a token still works as a bearer credential.
-  if (kind === 'token' && loginStatus !== 429) {
+  if (status === 404 && kind === 'token') {
     session.token = secret;
     try {
       await api('/api/status');
       sessionStorage.setItem(TOKEN_KEY, secret);
-      return true;
+      return;
     } catch (e) {
       session.token = '';
+      throw new Error(e.status === 401 ? 'Wrong credentials.' : `Cannot log in: ${e.message}`);
     }
   }
-  if (loginStatus === 429) throw new Error('Too many attempts: wait, then try again.');
-  if (loginStatus === 404) throw new Error('This server has no password login: use the token.');
-  throw new Error('Wrong credentials.');
+  if (status === 404) throw new Error('This server has no password login: use the token.');
+  if (status === 429) throw new Error('Too many attempts: wait, then try again.');
+  if (status === 401 || status === 403) throw new Error('Wrong credentials.');
+  throw new Error(`Cannot log in (HTTP ${status}).`);
 }
 
 async function logout() {
@@ -109,7 +127,7 @@ async function loggedIn() {
   $('logout').hidden = false;
   try {
     const status = await api('/api/status');
-    $('server-version').textContent = `${status.version} · ${status.workers} workers`;
+    $('server-version').textContent = `${status.version} · ${status.workers} worker${status.workers === 1 ? '' : 's'}`;
   } catch (e) { /* the dashboard says why */ }
   startPolling();
   if (!location.hash || location.hash === '#login') location.hash = '#dashboard';
@@ -332,15 +350,8 @@ function startPolling() {
 let upstreamTick = 0;
 
 async function refreshUpstreams() {
-  let data;
-  try {
-    data = await api('/api/upstreams');
-  } catch (e) {
-    notice('upstreams-missing', missing(e, '/api/upstreams'));
-    $('upstreams-list').replaceChildren();
-    return;
-  }
-  notice('upstreams-missing', null);
+  const data = await viewData('/api/upstreams', 'upstreams-missing', () => $('upstreams-list').replaceChildren());
+  if (!data) return;
   // Keep keyboard focus on the same button across the redraw.
   const focused = document.activeElement && document.activeElement.dataset.key;
   const groups = (data.upstreams || []).map((g) => {
@@ -405,14 +416,7 @@ async function serverAction(group, address, action) {
 let routesData = null;
 
 async function loadRoutes() {
-  try {
-    routesData = await api('/api/routes');
-  } catch (e) {
-    notice('routes-missing', missing(e, '/api/routes'));
-    $('routes-list').replaceChildren();
-    return;
-  }
-  notice('routes-missing', null);
+  routesData = await viewData('/api/routes', 'routes-missing', () => $('routes-list').replaceChildren());
   renderRoutes(null);
 }
 
@@ -451,15 +455,8 @@ async function testRoute(event) {
 const cfg = { text: '', etag: '', generation: 0, problems: [] };
 
 async function loadConfig() {
-  let c;
-  try {
-    c = await api('/api/config');
-  } catch (e) {
-    notice('config-missing', missing(e, '/api/config'));
-    $('config-body').hidden = true;
-    return;
-  }
-  notice('config-missing', null);
+  const c = await viewData('/api/config', 'config-missing', () => { $('config-body').hidden = true; });
+  if (!c) return;
   $('config-body').hidden = false;
   Object.assign(cfg, { text: c.text || '', etag: c.etag || '', generation: c.generation, problems: [] });
   $('cfg-text').value = cfg.text;
@@ -547,8 +544,8 @@ function diffLines(a, b) {
   let i = 0, j = 0;
   while (i < n || j < m) {
     if (i < n && j < m && x[i] === y[j]) { out.push({ op: ' ', line: x[i] }); ++i; ++j; }
-    else if (j < m && (i === n || lcs[i][j + 1] >= lcs[i + 1][j])) out.push({ op: '+', line: y[j++] });
-    else out.push({ op: '-', line: x[i++] });
+    else if (i < n && (j === m || lcs[i + 1][j] >= lcs[i][j + 1])) out.push({ op: '-', line: x[i++] });
+    else out.push({ op: '+', line: y[j++] });
   }
   for (const line of a.slice(a.length - tail)) out.push({ op: ' ', line });
   return out;
@@ -576,17 +573,23 @@ function showDiff() {
   say(n ? `${n} line(s) differ from the running configuration.` : 'No changes against the running configuration.');
 }
 
-async function applyConfig() {
-  const text = $('cfg-text').value;
-  const n = renderDiff($('apply-diff'), cfg.text, text);
-  if (!n) { say('Nothing to apply: the text is the running configuration.'); return; }
-  $('apply-summary').textContent = `${n} changed line(s) will be validated, written and applied by a graceful reload (generation ${cfg.generation} → next).`;
+// Opens the confirmation (its summary and diff already filled in), Cancel focused so that Enter
+// alone never applies; true when Apply was chosen.
+async function confirmed() {
   const dialog = $('apply-dialog');
   dialog.returnValue = '';
   dialog.showModal();
   $('apply-cancel').focus();
   const answer = await new Promise((resolve) => dialog.addEventListener('close', () => resolve(dialog.returnValue), { once: true }));
-  if (answer !== 'apply') { say('Apply cancelled.'); return; }
+  return answer === 'apply';
+}
+
+async function applyConfig() {
+  const text = $('cfg-text').value;
+  const n = renderDiff($('apply-diff'), cfg.text, text);
+  if (!n) { say('Nothing to apply: the text is the running configuration.'); return; }
+  $('apply-summary').textContent = `${n} changed line(s) will be validated, written and applied by a graceful reload (generation ${cfg.generation} → next).`;
+  if (!(await confirmed())) { say('Apply cancelled.'); return; }
   await sendConfig(() => api('/api/config', { method: 'PUT', body: text, headers: { 'If-Match': cfg.etag, 'Content-Type': 'application/toml' } }));
 }
 
@@ -645,12 +648,7 @@ async function diffVersion(v) {
 async function rollback(v) {
   $('apply-summary').textContent = `Roll back to generation ${v.generation} (${v.etag})? It is applied by a graceful reload.`;
   $('apply-diff').textContent = '';
-  const dialog = $('apply-dialog');
-  dialog.returnValue = '';
-  dialog.showModal();
-  $('apply-cancel').focus();
-  const answer = await new Promise((resolve) => dialog.addEventListener('close', () => resolve(dialog.returnValue), { once: true }));
-  if (answer !== 'apply') { say('Rollback cancelled.'); return; }
+  if (!(await confirmed())) { say('Rollback cancelled.'); return; }
   await sendConfig(() => api('/api/config/rollback', { method: 'POST', body: { etag: v.etag } }));
 }
 
