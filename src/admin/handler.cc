@@ -5,6 +5,7 @@
 
 #include <cctype>
 
+#include "admin/ui.h"
 #include "core/address_text.h"
 #include "core/log.h"
 #include "metrics/render.h"
@@ -105,6 +106,7 @@ void AdminHandler::handle(const Request& request, Response& response) {
            "Host not allowed (add it to [admin] hosts if the admin is reached by that name)");
     return;
   }
+  if (serve_ui(request, response)) return;  // the page holds no secret; its API calls do
   if (options.auth == Auth::kToken) {
     std::optional<std::string_view> authorization = request.header("Authorization");
     if (!authorization) {
