@@ -1,9 +1,10 @@
 // Reading the [admin] table (and quick mode's --admin): the admin listener, its authentication
-// and the Host names it answers to. See docs/metrics.md.
+// and the Host names it answers to. See docs/admin.md.
 //
 //   [admin]
 //   listen = "127.0.0.1:9090"          # or "unix:/run/peregrine-admin.sock"
-//   token_file = "/etc/peregrine/admin.token"
+//   token_file = "/etc/peregrine/admin.token"     # and/or:
+//   password_file = "/etc/peregrine/admin.passwd" # one crypt(3) hash (yescrypt, bcrypt)
 //   # auth = "none"                    # only on a loopback or unix-socket listener
 //   # hosts = ["admin.example.com"]    # Host names besides localhost and IP literals
 #pragma once
