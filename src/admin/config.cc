@@ -68,13 +68,17 @@ bool is_local_listener(const sockaddr_storage& addr) {
 std::string random_token() {
   unsigned char bytes[32];
   if (RAND_bytes(bytes, sizeof bytes) != 1) return {};
+  return hex_digits(bytes, sizeof bytes);
+}
+
+std::string hex_digits(const unsigned char* bytes, size_t n) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char b : bytes) {
-    token.push_back(kHex[b >> 4]);
-    token.push_back(kHex[b & 15]);
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(kHex[bytes[i] >> 4]);
+    out.push_back(kHex[bytes[i] & 15]);
   }
-  return token;
+  return out;
 }
 
 void read_admin(config::Reader& reader, const toml::node& node, config::Config* config,

@@ -31,5 +31,7 @@ bool is_local_listener(const sockaddr_storage& addr);
 
 // 32 random bytes as 64 hex digits (OpenSSL's RAND_bytes); "" if the generator fails.
 std::string random_token();
+// Two lower-case hex digits per byte (tokens, session ids, ETags).
+std::string hex_digits(const unsigned char* bytes, size_t n);
 
 }  // namespace peregrine::admin

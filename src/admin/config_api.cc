@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "admin/changes.h"
+#include "admin/config.h"
 #include "admin/control.h"
 #include "core/log.h"
 #include "metrics/render.h"
@@ -150,6 +151,20 @@ bool read_file(const std::string& path, std::string* text) {
   return true;
 }
 
+// {FIELDS"etag": ..., "text": ...} with the ETag header: a version's text.
+ApiAnswer text_answer(std::string_view fields, const std::string& text) {
+  ApiAnswer answer;
+  answer.etag = config_etag(text);
+  answer.body = "{";
+  answer.body += fields;
+  answer.body += "\"etag\":";
+  metrics::append_json_string(answer.body, answer.etag);
+  answer.body += ",\"text\":";
+  metrics::append_json_string(answer.body, text);
+  answer.body += "}\n";
+  return answer;
+}
+
 ConfigControl* control_or(ApiAnswer* refusal) {
   ConfigControl* control = g_control.load();
   if (!control || !control->reloadable()) {
@@ -243,14 +258,7 @@ std::string config_etag(std::string_view text) {
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   EVP_Digest(text.data(), text.size(), out, &length, EVP_sha256(), nullptr);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string etag = "\"";
-  for (unsigned i = 0; i < 16 && i < length; ++i) {
-    etag.push_back(kHex[out[i] >> 4]);
-    etag.push_back(kHex[out[i] & 15]);
-  }
-  etag.push_back('"');
-  return etag;
+  return "\"" + hex_digits(out, std::min(length, 16u)) + "\"";
 }
 
 bool write_file_atomically(const std::string& path, std::string_view text, std::string* error) {
@@ -307,16 +315,10 @@ ApiAnswer get_config() {
   if (!control) return refusal;
   uint64_t generation = 0;
   std::shared_ptr<const config::Config> running = control->running(&generation);
-  ApiAnswer answer;
-  answer.etag = config_etag(running->text);
-  answer.body = "{\"source\":";
-  metrics::append_json_string(answer.body, running->source);
-  answer.body += ",\"generation\":" + std::to_string(generation) + ",\"etag\":";
-  metrics::append_json_string(answer.body, answer.etag);
-  answer.body += ",\"text\":";
-  metrics::append_json_string(answer.body, running->text);
-  answer.body += "}\n";
-  return answer;
+  std::string fields = "\"source\":";
+  metrics::append_json_string(fields, running->source);
+  fields += ",\"generation\":" + std::to_string(generation) + ",";
+  return text_answer(fields, running->text);
 }
 
 ApiAnswer validate_config(std::string_view text) {
@@ -406,25 +408,35 @@ ApiAnswer config_history() {
 
 namespace {
 
-// The text of a kept version (or the running one), or an answer saying why not.
-std::optional<std::string> find_version(ConfigControl& control, std::string_view etag,
-                                        ApiAnswer* refusal,
-                                        std::shared_ptr<const config::Config>* running) {
+// A kept version (or the running one) with what it takes to apply it.
+struct Located {
+  ConfigControl* control = nullptr;
+  std::shared_ptr<const config::Config> running;
+  std::string text;
+};
+
+// Called with g_mutex held; nullopt with `refusal` saying why.
+std::optional<Located> find_version(std::string_view etag, ApiAnswer* refusal) {
+  Located found;
+  found.control = control_or(refusal);
+  if (!found.control) return std::nullopt;
   uint64_t generation;
-  *running = control.running(&generation);
+  found.running = found.control->running(&generation);
   const std::string wanted = bare(etag);
   if (!valid_etag_name(wanted)) {
     *refusal = error_answer(400, "not a configuration ETag (32 hex digits, quoted or not)");
     return std::nullopt;
   }
-  if (bare(config_etag((*running)->text)) == wanted) return (*running)->text;
-  std::string text;
-  if (!read_file(history_dir((*running)->source) + "/" + wanted + ".toml", &text) ||
-      bare(config_etag(text)) != wanted) {
+  if (bare(config_etag(found.running->text)) == wanted) {
+    found.text = found.running->text;
+    return found;
+  }
+  if (!read_file(history_dir(found.running->source) + "/" + wanted + ".toml", &found.text) ||
+      bare(config_etag(found.text)) != wanted) {
     *refusal = error_answer(404, "no such version in the history");
     return std::nullopt;
   }
-  return text;
+  return found;
 }
 
 }  // namespace
@@ -432,30 +444,17 @@ std::optional<std::string> find_version(ConfigControl& control, std::string_view
 ApiAnswer config_version(std::string_view etag) {
   std::lock_guard lock(g_mutex);
   ApiAnswer refusal;
-  ConfigControl* control = control_or(&refusal);
-  if (!control) return refusal;
-  std::shared_ptr<const config::Config> running;
-  std::optional<std::string> text = find_version(*control, etag, &refusal, &running);
-  if (!text) return refusal;
-  ApiAnswer answer;
-  answer.etag = config_etag(*text);
-  answer.body = "{\"etag\":";
-  metrics::append_json_string(answer.body, answer.etag);
-  answer.body += ",\"text\":";
-  metrics::append_json_string(answer.body, *text);
-  answer.body += "}\n";
-  return answer;
+  std::optional<Located> version = find_version(etag, &refusal);
+  if (!version) return refusal;
+  return text_answer("", version->text);
 }
 
 ApiAnswer rollback_config(std::string_view etag) {
   std::lock_guard lock(g_mutex);
   ApiAnswer refusal;
-  ConfigControl* control = control_or(&refusal);
-  if (!control) return refusal;
-  std::shared_ptr<const config::Config> running;
-  std::optional<std::string> text = find_version(*control, etag, &refusal, &running);
-  if (!text) return refusal;
-  return validate_and_apply(*control, *running, *text);
+  std::optional<Located> version = find_version(etag, &refusal);
+  if (!version) return refusal;
+  return validate_and_apply(*version->control, *version->running, version->text);
 }
 
 ApiAnswer reload_config() {

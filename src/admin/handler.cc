@@ -7,6 +7,7 @@
 #include "auth/htpasswd.h"
 #include "core/address_text.h"
 #include "core/log.h"
+#include "core/strings.h"
 #include "metrics/render.h"
 #include "metrics/snapshot.h"
 
@@ -108,10 +109,18 @@ std::string client_address(const Request& request) {
   return std::string(peer.ip, peer.ip_length);
 }
 
-// The state-changing endpoints that authorize() does not see still refuse another site's page.
-bool foreign_origin(const Request& request) {
+// Login and logout, which authorize() does not see, still check the Host and refuse another
+// site's page (true: refused, the answer is set).
+bool refused_before_credentials(const Context& context, const Request& request,
+                                Response& response) {
   std::optional<std::string_view> origin = request.header("Origin");
-  return origin && *origin != own_origin(request);
+  if (!host_allowed(request.host, context.config.admin.hosts))
+    refuse(request, response, 403, "Host not allowed");
+  else if (origin && !ascii_iequals(*origin, own_origin(request)))
+    refuse(request, response, 403, "cross-origin request refused (Origin is not this admin's)");
+  else
+    return false;
+  return true;
 }
 
 void set_session_cookie(const Request& request, Response& response, std::string_view value,
@@ -130,11 +139,7 @@ void set_session_cookie(const Request& request, Response& response, std::string_
 
 void serve_login(const Context& context, const Request& request, Response& response) {
   const Options& options = context.config.admin;
-  if (!host_allowed(request.host, options.hosts))
-    return refuse(request, response, 403, "Host not allowed");
-  if (foreign_origin(request))
-    return refuse(request, response, 403,
-                  "cross-origin request refused (Origin is not this admin's)");
+  if (refused_before_credentials(context, request, response)) return;
   if (options.auth == Auth::kNone) {
     response.set_status(204);
     return;
@@ -170,11 +175,7 @@ void serve_login(const Context& context, const Request& request, Response& respo
 }
 
 void serve_logout(const Context& context, const Request& request, Response& response) {
-  if (!host_allowed(request.host, context.config.admin.hosts))
-    return refuse(request, response, 403, "Host not allowed");
-  if (foreign_origin(request))
-    return refuse(request, response, 403,
-                  "cross-origin request refused (Origin is not this admin's)");
+  if (refused_before_credentials(context, request, response)) return;
   if (std::optional<std::string_view> cookie = request.header("Cookie")) {
     std::string_view id = cookie_value(*cookie, kSessionCookie);
     if (!id.empty()) sessions().remove(id);

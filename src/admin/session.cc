@@ -7,18 +7,12 @@
 
 #include <cctype>
 
+#include "admin/config.h"
+#include "core/strings.h"
+
 namespace peregrine::admin {
 
 namespace {
-
-bool equal_ignoring_case(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
-}
 
 bool is_ipv4_literal(std::string_view host) {
   int dots = 0;
@@ -57,12 +51,7 @@ std::string SessionTable::create(int64_t now) {
     }
     got += static_cast<size_t>(n);
   }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id;
-  for (unsigned char b : bytes) {
-    id.push_back(kHex[b >> 4]);
-    id.push_back(kHex[b & 15]);
-  }
+  std::string id = hex_digits(bytes, sizeof bytes);
   std::string key = digest(id);
   if (key.empty()) return {};
   std::lock_guard lock(mutex_);
@@ -168,16 +157,16 @@ bool host_allowed(std::string_view host, const std::vector<std::string>& names) 
   if (host.front() == '[') return host.find(']') != std::string_view::npos;  // an IPv6 literal
   if (size_t colon = host.rfind(':'); colon != std::string_view::npos) host = host.substr(0, colon);
   if (host.ends_with('.')) host.remove_suffix(1);
-  if (is_ipv4_literal(host) || equal_ignoring_case(host, "localhost")) return true;
+  if (is_ipv4_literal(host) || ascii_iequals(host, "localhost")) return true;
   for (const std::string& name : names)
-    if (equal_ignoring_case(host, name)) return true;
+    if (ascii_iequals(host, name)) return true;
   return false;
 }
 
 bool bearer_matches(std::string_view authorization, std::string_view token) {
   constexpr std::string_view kScheme = "bearer ";
   if (token.empty() || authorization.size() < kScheme.size() ||
-      !equal_ignoring_case(authorization.substr(0, kScheme.size()), kScheme))
+      !ascii_iequals(authorization.substr(0, kScheme.size()), kScheme))
     return false;
   std::string_view given = authorization.substr(kScheme.size());
   while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
@@ -208,7 +197,7 @@ Access authorize(const Request& request, const Options& options) {
   }
   if (request.method != Method::kGet && request.method != Method::kHead) {
     std::optional<std::string_view> origin = request.header("Origin");
-    if (origin ? !equal_ignoring_case(*origin, own_origin(request)) : access.by_cookie)
+    if (origin ? !ascii_iequals(*origin, own_origin(request)) : access.by_cookie)
       return {403, origin ? "cross-origin request refused (Origin is not this admin's)"
                           : "a state change by session cookie needs an Origin header"};
   }
