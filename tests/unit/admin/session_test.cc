@@ -92,5 +92,57 @@ TEST(AdminCookie, ValueByName) {
   EXPECT_EQ(cookie_value("", "peregrine_admin"), "");
 }
 
+// A request as the connection hands it to the admin: method, Host, and headers.
+struct TestRequest {
+  Request request;
+  TestRequest(Method method, std::string_view host,
+              std::initializer_list<std::pair<std::string_view, std::string_view>> headers) {
+    request.method = method;
+    request.method_text = method_name(method);
+    request.host = host;
+    for (const auto& [name, value] : headers)
+      request.headers[request.header_count++] = Header{name, value};
+  }
+};
+
+TEST(AdminAuthorize, HostCredentialsAndOrigin) {
+  Options options;
+  options.token = "0123456789abcdef0123";
+  auto check = [&](Method method, std::string_view host,
+                   std::initializer_list<std::pair<std::string_view, std::string_view>> headers) {
+    TestRequest r(method, host, headers);
+    return authorize(r.request, options).status;
+  };
+  const std::string bearer = "Bearer " + options.token;
+  EXPECT_EQ(check(Method::kGet, "evil.example", {{"Authorization", bearer}}), 403);
+  EXPECT_EQ(check(Method::kGet, "127.0.0.1:9090", {}), 401);
+  EXPECT_EQ(check(Method::kGet, "127.0.0.1:9090", {{"Authorization", "Bearer nope"}}), 401);
+  EXPECT_EQ(check(Method::kGet, "127.0.0.1:9090", {{"Authorization", bearer}}), 0);
+  // A bearer client needs no Origin; a foreign one is refused all the same.
+  EXPECT_EQ(check(Method::kPost, "127.0.0.1:9090", {{"Authorization", bearer}}), 0);
+  EXPECT_EQ(check(Method::kPost, "127.0.0.1:9090",
+                  {{"Authorization", bearer}, {"Origin", "http://evil.example"}}),
+            403);
+
+  const std::string id = sessions().create(monotonic_seconds());
+  const std::string cookie = "x=1; peregrine_admin=" + id;
+  EXPECT_EQ(check(Method::kGet, "127.0.0.1:9090", {{"Cookie", cookie}}), 0);
+  EXPECT_EQ(check(Method::kPut, "127.0.0.1:9090", {{"Cookie", cookie}}), 403);  // no Origin
+  EXPECT_EQ(check(Method::kPut, "127.0.0.1:9090",
+                  {{"Cookie", cookie}, {"Origin", "http://127.0.0.1:9091"}}),
+            403);
+  EXPECT_EQ(check(Method::kPut, "127.0.0.1:9090",
+                  {{"Cookie", cookie}, {"Origin", "http://127.0.0.1:9090"}}),
+            0);
+  sessions().remove(id);
+  EXPECT_EQ(check(Method::kGet, "127.0.0.1:9090", {{"Cookie", cookie}}), 401);
+
+  // No credentials asked, but a foreign page still cannot change anything.
+  options.auth = Auth::kNone;
+  EXPECT_EQ(check(Method::kPost, "localhost", {}), 0);
+  EXPECT_EQ(check(Method::kPost, "localhost", {{"Origin", "http://evil.example"}}), 403);
+  EXPECT_EQ(check(Method::kGet, "localhost", {{"Origin", "http://evil.example"}}), 0);
+}
+
 }  // namespace
 }  // namespace peregrine::admin
