@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -261,7 +262,13 @@ std::string config_etag(std::string_view text) {
   return "\"" + hex_digits(out, std::min(length, 16u)) + "\"";
 }
 
-bool write_file_atomically(const std::string& path, std::string_view text, std::string* error) {
+bool write_file_atomically(const std::string& link, std::string_view text, std::string* error) {
+  // A configuration file that is a symbolic link stays one: the file it names is replaced.
+  std::string path = link;
+  if (char* real = realpath(link.c_str(), nullptr)) {
+    path = real;
+    free(real);
+  }
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "."
                           : slash == 0               ? "/"

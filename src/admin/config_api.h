@@ -36,7 +36,8 @@ ApiAnswer reload_config();
 
 // Writes `text` to `path` so that a reader sees the old file or the new one, whole: a temporary
 // file in the same directory, fsync, rename over `path`, fsync of the directory. The old file's
-// mode is kept. False with `error` when any step fails (the old file is then untouched).
+// mode is kept; a symbolic link is followed, not replaced. False with `error` when any step
+// fails (the old file is then untouched).
 bool write_file_atomically(const std::string& path, std::string_view text, std::string* error);
 
 }  // namespace peregrine::admin

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -46,6 +47,18 @@ TEST(AdminConfigApi, AtomicWriteReplacesAndKeepsTheMode) {
     ++files;
   }
   EXPECT_EQ(files, 1u);
+}
+
+TEST(AdminConfigApi, AtomicWriteFollowsASymlink) {
+  config::test_support::TempDir dir;
+  dir.mkdir("real");
+  dir.write("real/peregrine.toml", "old\n");
+  const std::string link = dir.path("peregrine.toml");
+  ASSERT_EQ(symlink("real/peregrine.toml", link.c_str()), 0);
+  std::string error;
+  ASSERT_TRUE(write_file_atomically(link, "new\n", &error)) << error;
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(read(dir.path("real/peregrine.toml")), "new\n");
 }
 
 TEST(AdminConfigApi, AtomicWriteFailsCleanly) {
