@@ -166,13 +166,23 @@ ApiAnswer text_answer(std::string_view fields, const std::string& text) {
   return answer;
 }
 
-ConfigControl* control_or(ApiAnswer* refusal) {
-  ConfigControl* control = g_control.load();
-  if (!control || !control->reloadable()) {
+// The process and the snapshot it serves; nullopt (with quick mode's 409) when there is no
+// file to work on.
+struct Running {
+  ConfigControl* control = nullptr;
+  std::shared_ptr<const config::Config> config;
+  uint64_t generation = 0;
+};
+
+std::optional<Running> running_or(ApiAnswer* refusal) {
+  Running running;
+  running.control = g_control.load();
+  if (!running.control || !running.control->reloadable()) {
     *refusal = error_answer(409, kNoFile);
-    return nullptr;
+    return std::nullopt;
   }
-  return control;
+  running.config = running.control->running(&running.generation);
+  return running;
 }
 
 ApiAnswer validation_errors(int status, const config::LoadResult& loaded) {
@@ -318,39 +328,33 @@ bool write_file_atomically(const std::string& link, std::string_view text, std::
 ApiAnswer get_config() {
   std::lock_guard lock(g_mutex);
   ApiAnswer refusal;
-  ConfigControl* control = control_or(&refusal);
-  if (!control) return refusal;
-  uint64_t generation = 0;
-  std::shared_ptr<const config::Config> running = control->running(&generation);
+  std::optional<Running> running = running_or(&refusal);
+  if (!running) return refusal;
   std::string fields = "\"source\":";
-  metrics::append_json_string(fields, running->source);
-  fields += ",\"generation\":" + std::to_string(generation) + ",";
-  return text_answer(fields, running->text);
+  metrics::append_json_string(fields, running->config->source);
+  fields += ",\"generation\":" + std::to_string(running->generation) + ",";
+  return text_answer(fields, running->config->text);
 }
 
 ApiAnswer validate_config(std::string_view text) {
   ApiAnswer refusal;
-  std::shared_ptr<const config::Config> running;
+  std::optional<Running> running;
   {
     std::lock_guard lock(g_mutex);
-    ConfigControl* control = control_or(&refusal);
-    if (!control) return refusal;
-    uint64_t generation;
-    running = control->running(&generation);
+    running = running_or(&refusal);
+    if (!running) return refusal;
   }
   // Read under the running file's name, so that relative paths resolve and errors read as
   // `peregrine -t` prints them.
-  return validation_errors(200, config::load_string(text, running->source));
+  return validation_errors(200, config::load_string(text, running->config->source));
 }
 
 ApiAnswer put_config(std::string_view text, std::optional<std::string_view> if_match) {
   std::lock_guard lock(g_mutex);
   ApiAnswer refusal;
-  ConfigControl* control = control_or(&refusal);
-  if (!control) return refusal;
-  uint64_t generation;
-  std::shared_ptr<const config::Config> running = control->running(&generation);
-  const std::string current = config_etag(running->text);
+  std::optional<Running> running = running_or(&refusal);
+  if (!running) return refusal;
+  const std::string current = config_etag(running->config->text);
   std::string more = ",\"etag\":";
   metrics::append_json_string(more, current);
   if (!if_match)
@@ -360,24 +364,22 @@ ApiAnswer put_config(std::string_view text, std::optional<std::string_view> if_m
                         "the configuration changed since it was read (If-Match is stale): read "
                         "it again",
                         more);
-  return validate_and_apply(*control, *running, text);
+  return validate_and_apply(*running->control, *running->config, text);
 }
 
 ApiAnswer config_history() {
   std::lock_guard lock(g_mutex);
   ApiAnswer refusal;
-  ConfigControl* control = control_or(&refusal);
-  if (!control) return refusal;
-  uint64_t generation;
-  std::shared_ptr<const config::Config> running = control->running(&generation);
-  const std::string current = bare(config_etag(running->text));
-  g_generations.try_emplace(current, generation);
+  std::optional<Running> running = running_or(&refusal);
+  if (!running) return refusal;
+  const std::string current = bare(config_etag(running->config->text));
+  g_generations.try_emplace(current, running->generation);
   struct Version {
     std::string etag;
     int64_t time;  // -1: not kept on disk (yet)
   };
   std::vector<Version> versions;
-  const std::string dir = history_dir(running->source);
+  const std::string dir = history_dir(running->config->source);
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {
       std::string_view name = e->d_name;
@@ -417,28 +419,25 @@ namespace {
 
 // A kept version (or the running one) with what it takes to apply it.
 struct Located {
-  ConfigControl* control = nullptr;
-  std::shared_ptr<const config::Config> running;
+  Running running;
   std::string text;
 };
 
 // Called with g_mutex held; nullopt with `refusal` saying why.
 std::optional<Located> find_version(std::string_view etag, ApiAnswer* refusal) {
-  Located found;
-  found.control = control_or(refusal);
-  if (!found.control) return std::nullopt;
-  uint64_t generation;
-  found.running = found.control->running(&generation);
+  std::optional<Running> running = running_or(refusal);
+  if (!running) return std::nullopt;
+  Located found{*running, {}};
   const std::string wanted = bare(etag);
   if (!valid_etag_name(wanted)) {
     *refusal = error_answer(400, "not a configuration ETag (32 hex digits, quoted or not)");
     return std::nullopt;
   }
-  if (bare(config_etag(found.running->text)) == wanted) {
-    found.text = found.running->text;
+  if (bare(config_etag(found.running.config->text)) == wanted) {
+    found.text = found.running.config->text;
     return found;
   }
-  if (!read_file(history_dir(found.running->source) + "/" + wanted + ".toml", &found.text) ||
+  if (!read_file(history_dir(found.running.config->source) + "/" + wanted + ".toml", &found.text) ||
       bare(config_etag(found.text)) != wanted) {
     *refusal = error_answer(404, "no such version in the history");
     return std::nullopt;
@@ -461,23 +460,22 @@ ApiAnswer rollback_config(std::string_view etag) {
   ApiAnswer refusal;
   std::optional<Located> version = find_version(etag, &refusal);
   if (!version) return refusal;
-  return validate_and_apply(*version->control, *version->running, version->text);
+  return validate_and_apply(*version->running.control, *version->running.config, version->text);
 }
 
 ApiAnswer reload_config() {
   std::lock_guard lock(g_mutex);
   ApiAnswer refusal;
-  ConfigControl* control = control_or(&refusal);
-  if (!control) return refusal;
-  ReloadOutcome outcome = control->reload(true);
+  if (!running_or(&refusal)) return refusal;
+  ConfigControl& control = *g_control.load();
+  ReloadOutcome outcome = control.reload(true);
   if (!outcome.ok) {
     std::string more = ",\"errors\":";
     append_problems(more, outcome.errors);
     return error_answer(409, outcome.failure, more);
   }
   uint64_t generation;
-  std::shared_ptr<const config::Config> running = control->running(&generation);
-  g_generations[bare(config_etag(running->text))] = outcome.generation;
+  g_generations[bare(config_etag(control.running(&generation)->text))] = outcome.generation;
   ApiAnswer answer;
   answer.body = "{\"generation\":" + std::to_string(outcome.generation) + ",\"restart_required\":";
   append_strings(answer.body, outcome.restart_required);
