@@ -9,13 +9,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "auth/htpasswd.h"
 #include "config/listen_address.h"
 
 namespace peregrine::admin {
 
 namespace {
 
-const std::vector<std::string_view> kAdminKeys = {"listen", "auth", "token_file", "hosts"};
+const std::vector<std::string_view> kAdminKeys = {"listen", "auth", "token_file", "password_file",
+                                                  "hosts"};
 
 std::string trim(std::string text) {
   const char* space = " \t\r\n";
@@ -23,6 +25,28 @@ std::string trim(std::string text) {
   if (begin == std::string::npos) return {};
   size_t end = text.find_last_not_of(space);
   return text.substr(begin, end - begin + 1);
+}
+
+// Reads a secret's path from `node` and the file's content; warns when every user may read it.
+bool read_secret_file(config::Reader& reader, const toml::node& node, const std::string& key,
+                      std::string* name, std::string* content) {
+  if (!reader.read_string(node, key, name, false)) return false;
+  std::string path = *name;
+  if (!path.starts_with('/')) path = reader.base_dir() + "/" + path;
+  std::ifstream in(path);
+  if (!in) {
+    reader.error(node.source(), "cannot read " + key + " '" + *name + "': " + std::strerror(errno),
+                 reader.relative_hint(*name));
+    return false;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  *content = text.str();
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH))
+    reader.warn(reader.pos_of(node.source()), key + " '" + *name + "' is readable by every user",
+                "chmod o-r " + *name);
+  return true;
 }
 
 }  // namespace
@@ -44,13 +68,17 @@ bool is_local_listener(const sockaddr_storage& addr) {
 std::string random_token() {
   unsigned char bytes[32];
   if (RAND_bytes(bytes, sizeof bytes) != 1) return {};
+  return hex_digits(bytes, sizeof bytes);
+}
+
+std::string hex_digits(const unsigned char* bytes, size_t n) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char b : bytes) {
-    token.push_back(kHex[b >> 4]);
-    token.push_back(kHex[b & 15]);
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(kHex[bytes[i] >> 4]);
+    out.push_back(kHex[bytes[i] & 15]);
   }
-  return token;
+  return out;
 }
 
 void read_admin(config::Reader& reader, const toml::node& node, config::Config* config,
@@ -92,8 +120,8 @@ void read_admin(config::Reader& reader, const toml::node& node, config::Config* 
   if (const toml::node* auth = table->get("auth")) {
     std::string value;
     if (reader.read_string(*auth, "admin.auth", &value)) {
-      if (value == "token") {
-        options.auth = Auth::kToken;
+      if (value == "login" || value == "token") {
+        options.auth = Auth::kLogin;
       } else if (value == "none") {
         options.auth = Auth::kNone;
         if (!is_local_listener(address.addr))
@@ -103,49 +131,57 @@ void read_admin(config::Reader& reader, const toml::node& node, config::Config* 
                        "listen on 127.0.0.1, [::1] or a unix: socket, or use token_file");
       } else {
         reader.error(auth->source(),
-                     "admin.auth must be \"token\" or \"none\", not \"" + value + "\"",
-                     "auth = \"token\" reads the token from token_file");
+                     "admin.auth must be \"login\" or \"none\", not \"" + value + "\"",
+                     "auth = \"login\" (the default) asks for the token_file's token or the "
+                     "password_file's password");
       }
     }
   }
   if (const toml::node* file = table->get("token_file")) {
-    if (reader.read_string(*file, "admin.token_file", &options.token_file, false)) {
-      std::string path = options.token_file;
-      if (!path.starts_with('/')) path = reader.base_dir() + "/" + path;
-      std::ifstream in(path);
-      if (!in) {
+    std::string content;
+    if (read_secret_file(reader, *file, "admin.token_file", &options.token_file, &content)) {
+      options.token = trim(std::move(content));
+      if (options.token.size() < 16)
         reader.error(
             file->source(),
-            "cannot read admin.token_file '" + options.token_file + "': " + std::strerror(errno),
-            reader.relative_hint(options.token_file));
+            "admin.token_file '" + options.token_file + "' holds " +
+                (options.token.empty()
+                     ? std::string("no token")
+                     : "a token of " + std::to_string(options.token.size()) + " characters"),
+            "put at least 16 random characters in it, e.g. "
+            "openssl rand -hex 32 > " +
+                options.token_file);
+    }
+  }
+  if (const toml::node* file = table->get("password_file")) {
+    std::string content;
+    if (read_secret_file(reader, *file, "admin.password_file", &options.password_file, &content)) {
+      // One crypt(3) hash, or an htpasswd line ("user:hash"; the name is not asked for).
+      std::string hash = trim(std::move(content));
+      if (size_t newline = hash.find('\n'); newline != std::string::npos) hash.resize(newline);
+      if (size_t colon = hash.find(':'); colon != std::string::npos) hash.erase(0, colon + 1);
+      hash = trim(std::move(hash));
+      auth::HashKind kind;
+      if (!auth::hash_kind(hash, &kind) || kind == auth::HashKind::kApr1) {
+        reader.error(file->source(),
+                     "admin.password_file '" + options.password_file +
+                         "' does not hold a bcrypt, yescrypt or SHA-crypt hash",
+                     "write one with: mkpasswd -m yescrypt > " + options.password_file +
+                         ", or htpasswd -nB admin > " + options.password_file);
       } else {
-        std::stringstream content;
-        content << in.rdbuf();
-        options.token = trim(content.str());
-        if (options.token.size() < 16)
-          reader.error(
-              file->source(),
-              "admin.token_file '" + options.token_file + "' holds " +
-                  (options.token.empty()
-                       ? std::string("no token")
-                       : "a token of " + std::to_string(options.token.size()) + " characters"),
-              "put at least 16 random characters in it, e.g. "
-              "openssl rand -hex 32 > " +
-                  options.token_file);
-        struct stat st;
-        if (stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH))
-          reader.warn(reader.pos_of(file->source()),
-                      "admin.token_file '" + options.token_file + "' is readable by every user",
-                      "chmod o-r " + options.token_file);
+        options.password_hash = std::move(hash);
       }
     }
-  } else if (options.auth == Auth::kToken) {
+  }
+  if (options.auth == Auth::kLogin && options.token.empty() && options.password_hash.empty() &&
+      !table->get("token_file") && !table->get("password_file")) {
     if (!generated_token.empty()) {
       options.token = generated_token;
     } else {
-      reader.error(node.source(), "[admin] needs token_file (or auth = \"none\")",
+      reader.error(node.source(), "[admin] needs token_file or password_file (or auth = \"none\")",
                    "token_file = \"/etc/peregrine/admin.token\" holding a random token "
-                   "(openssl rand -hex 32)");
+                   "(openssl rand -hex 32), or password_file holding a hash (mkpasswd -m "
+                   "yescrypt)");
     }
   }
   if (const toml::node* hosts = table->get("hosts")) {

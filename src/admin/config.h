@@ -1,9 +1,10 @@
 // Reading the [admin] table (and quick mode's --admin): the admin listener, its authentication
-// and the Host names it answers to. See docs/metrics.md.
+// and the Host names it answers to. See docs/admin.md.
 //
 //   [admin]
 //   listen = "127.0.0.1:9090"          # or "unix:/run/peregrine-admin.sock"
-//   token_file = "/etc/peregrine/admin.token"
+//   token_file = "/etc/peregrine/admin.token"     # and/or:
+//   password_file = "/etc/peregrine/admin.passwd" # one crypt(3) hash (yescrypt, bcrypt)
 //   # auth = "none"                    # only on a loopback or unix-socket listener
 //   # hosts = ["admin.example.com"]    # Host names besides localhost and IP literals
 #pragma once
@@ -30,5 +31,7 @@ bool is_local_listener(const sockaddr_storage& addr);
 
 // 32 random bytes as 64 hex digits (OpenSSL's RAND_bytes); "" if the generator fails.
 std::string random_token();
+// Two lower-case hex digits per byte (tokens, session ids, ETags).
+std::string hex_digits(const unsigned char* bytes, size_t n);
 
 }  // namespace peregrine::admin

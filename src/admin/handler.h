@@ -1,12 +1,11 @@
 // The admin API's router: a Handler that the admin listener's connections reach for every
-// request (server/route_table.cc builds one per worker and snapshot). It checks the Host (DNS
-// rebinding) and the credentials, then dispatches on the path to a small table of endpoints.
+// request (server/route_table.cc builds one per worker and snapshot). It finds the endpoint in
+// one table (method, path), asks authorize() (admin/session.h: Host, credentials, Origin)
+// unless the endpoint is public, and calls it. See docs/admin.md.
 //
-// Read-only endpoints now: GET /metrics (Prometheus text 0.0.4), GET /api/stats (the same
-// figures as JSON), GET /api/status. Figures are read from every worker's single-writer
-// counters directly (metrics::gather): a read never waits for a worker or interrupts one, and
-// it is as fresh as the workers' last store. Endpoints that change state (config, reload,
-// drain) will go through the workers' mailboxes instead.
+// Figures are read from every worker's single-writer counters directly (metrics::gather): a
+// read never waits for a worker. Configuration changes go through admin/config_api.h, which
+// hands the reload to the process (admin/control.h).
 #pragma once
 
 #include <memory>
@@ -14,36 +13,41 @@
 #include <string_view>
 #include <vector>
 
+#include "admin/session.h"
 #include "config/config.h"
 #include "peregrine/handler.h"
 
 namespace peregrine::admin {
 
-// True when `host` (a Host header value, with or without a port) may reach the admin: an IP
-// literal (a DNS-rebinding attack needs a name the attacker controls), "localhost", or one of
-// `names` (lower-case). An empty Host (HTTP/1.0) is accepted: browsers always send one.
-bool host_allowed(std::string_view host, const std::vector<std::string>& names);
+// What an endpoint gets besides the request: the snapshot this worker's admin was built from.
+struct Context {
+  const config::Config& config;
+};
 
-// True when `authorization` is "Bearer <token>" with exactly `token`; the comparison of the
-// token's bytes takes the same time wherever they differ.
-bool bearer_matches(std::string_view authorization, std::string_view token);
+struct Endpoint {
+  std::string_view method;  // "GET" (which also answers HEAD), "POST", "PUT", "DELETE"
+  std::string_view path;    // exact, or every path below it when it ends with '/'
+  bool open;                // true: no authorize() (the UI page, its assets, login, logout)
+  void (*serve)(const Context&, const Request&, Response&);
+};
+
+// The endpoint table (handler.cc). To add an endpoint, add a line there calling a function
+// with the `serve` signature, declared in the endpoint's own header.
+const std::vector<Endpoint>& endpoints();
+
+// Answers `status` with {"error": why} (401: with WWW-Authenticate) and logs a warning naming
+// the client's address.
+void refuse(const Request& request, Response& response, int status, std::string_view why);
+// 200 (unless set otherwise before), application/json, Cache-Control: no-store.
+void send_json(Response& response, std::string_view body, int status = 200);
 
 class AdminHandler final : public Handler {
  public:
   explicit AdminHandler(std::shared_ptr<const config::Config> config);
   void handle(const Request& request, Response& response) override;
-
-  struct Endpoint {
-    std::string_view path;
-    void (AdminHandler::*serve)(const Request&, Response&);
-  };
+  bool wants_body() const override { return true; }  // PUT /api/config, POST /api/login
 
  private:
-  void serve_metrics(const Request& request, Response& response);
-  void serve_stats(const Request& request, Response& response);
-  void serve_status(const Request& request, Response& response);
-  void refuse(const Request& request, Response& response, int status, std::string_view why);
-
   std::shared_ptr<const config::Config> config_;
 };
 

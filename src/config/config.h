@@ -356,6 +356,8 @@ using peregrine::LogLevel;  // core/log.h
 
 struct Config {
   std::string source;  // file path, or "<command line>"
+  std::string
+      text;  // the TOML it was read from (empty in quick mode): the admin API's GET /api/config
   std::vector<ListenAddress> listen;
   int workers = 0;    // 0: one per core
   std::string user;   // drop privileges to this user after binding, when started as root

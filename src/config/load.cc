@@ -383,6 +383,7 @@ class Loader {
         return result;
       }
       config_.source = reader_.file();
+      config_.text = std::string(text);
       load_root(root);
     } catch (const std::exception& e) {
       reader_.error(SourcePos{reader_.file(), 0, 0}, "internal error while loading: "s + e.what());

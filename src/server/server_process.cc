@@ -516,6 +516,7 @@ ServerProcess::ServerProcess(std::shared_ptr<const config::Config> config, Handl
     : config_(std::move(config)),
       registry_(std::move(registry)),
       reload_(std::move(reload)),
+      file_backed_(reload_ && !config_->text.empty()),
       handle_signals_(handle_signals),
       exe_(read_exe()),
       argv_(read_cmdline()) {}
@@ -660,46 +661,110 @@ bool ServerProcess::drop_privileges(std::string* error) {
   return true;
 }
 
-void ServerProcess::reload() {
+std::shared_ptr<const config::Config> ServerProcess::running(uint64_t* generation) {
+  std::lock_guard lock(reload_mutex_);
+  *generation = generation_;
+  return config_;
+}
+
+bool ServerProcess::probe_listener(const config::ListenAddress& address, std::string* error) {
+  if (is_unix(address)) {
+    // Free unless something answers there (a stale socket file is removed at the restart).
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool live = probe >= 0 && connect(probe, reinterpret_cast<const sockaddr*>(&address.addr),
+                                      address.addr_len) == 0;
+    if (probe >= 0) ::close(probe);
+    if (live) *error = address.text + ": address already in use (another process listens there)";
+    return !live;
+  }
+  if (config::endpoint_port(address.addr) == 0) return true;  // any free port will do
+  int fd = open_tcp(address, address.addr, error);
+  if (fd < 0) return false;
+  std::set<ino_t> ours{inode_of(fd)};
+  for (const Socket& s : sockets_) ours.insert(inode_of(s.fd));
+  const bool taken = foreign_listener(address.addr, ours);
+  ::close(fd);
+  if (taken)
+    *error = address.text + ": address already in use (another process listens on " +
+             config::format_endpoint(address.addr) + ")";
+  return !taken;
+}
+
+admin::ReloadOutcome ServerProcess::reload(bool probe_listeners) {
+  admin::ReloadOutcome outcome;
+  std::lock_guard lock(reload_mutex_);
+  outcome.generation = generation_;
   if (!reload_) {
-    LOG_WARN("SIGHUP ignored: this server has no configuration file to re-read");
-    return;
+    outcome.failure = "no configuration file to re-read (quick mode)";
+    LOG_WARN("reload ignored: this server has no configuration file to re-read");
+    return outcome;
   }
   sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
              static_cast<unsigned long long>(monotonic_usec()));
+  auto fail = [&](std::string why) {
+    LOG_ERROR("reload failed: %s; the previous configuration keeps serving", why.c_str());
+    sd_notify(0, "READY=1\nSTATUS=reload failed; the previous configuration keeps serving");
+    metrics::registry().process().reloads_failed.add();
+    outcome.failure = std::move(why);
+    return outcome;
+  };
   config::LoadResult result = reload_();
   if (!result.config) {
     for (const config::ConfigError& e : result.errors) LOG_ERROR("%s", e.to_string().c_str());
-    LOG_ERROR("reload failed: %zu error(s); the previous configuration keeps serving",
-              result.errors.size());
-    sd_notify(0, "READY=1\nSTATUS=reload failed; the previous configuration keeps serving");
-    metrics::registry().process().reloads_failed.add();
-    return;
+    outcome.errors = std::move(result.errors);
+    return fail(std::to_string(outcome.errors.size()) + " error(s) in " + config_->source);
   }
   for (const config::ConfigError& w : result.warnings) LOG_WARN("%s", w.to_string().c_str());
   const config::Config& next = *result.config;
-  bool same_listen = next.listen.size() == config_->listen.size();
-  for (size_t i = 0; same_listen && i < next.listen.size(); ++i)
-    same_listen = next.listen[i].text == config_->listen[i].text &&
-                  next.listen[i].tls == config_->listen[i].tls &&
-                  next.listen[i].http2 == config_->listen[i].http2;
-  if (!same_listen)
+  // Listeners are bound at start only: a new one waits for a restart or an upgrade (SIGUSR2),
+  // so the admin API at least makes sure it could be bound then.
+  auto find = [](const config::Config& config, const config::ListenAddress& address) {
+    for (const config::ListenAddress& l : config.listen)
+      if (l.text == address.text) return &l;
+    return static_cast<const config::ListenAddress*>(nullptr);
+  };
+  for (const config::ListenAddress& address : next.listen) {
+    const config::ListenAddress* now = find(*config_, address);
+    if (!now) {
+      std::string error;
+      if (probe_listeners && !probe_listener(address, &error)) return fail(error);
+      outcome.restart_required.push_back("listen " + address.text +
+                                         ": added; bound at the next restart or upgrade");
+    } else if (now->tls != address.tls || now->http2 != address.http2) {
+      outcome.restart_required.push_back("listen " + address.text +
+                                         ": tls/http2 changed; applied at the next restart or "
+                                         "upgrade");
+    }
+  }
+  for (const config::ListenAddress& address : config_->listen)
+    if (!find(next, address))
+      outcome.restart_required.push_back("listen " + address.text +
+                                         ": removed; served until the next restart or upgrade");
+  if (!outcome.restart_required.empty())
     LOG_WARN(
         "reload: listen addresses (or their tls/http2) changed; restart or upgrade (SIGUSR2) to "
         "apply that part");
-  if (worker_count(next) != worker_count(*config_))
+  if (worker_count(next) != worker_count(*config_)) {
+    outcome.restart_required.push_back("workers: " + std::to_string(worker_count(*config_)) +
+                                       " -> " + std::to_string(worker_count(next)) +
+                                       "; applied at the next restart or upgrade");
     LOG_WARN("reload: worker count changed; restart or upgrade (SIGUSR2) to apply that part");
+  }
   if (next.error_log != config_->error_log) {
     std::string error;
     if (!log::open(next.error_log, &error)) LOG_ERROR("reload: error log: %s", error.c_str());
   }
   log::set_level(next.log_level);
   config_ = result.config;
-  to_workers_ = true;
+  ++generation_;
+  for (Worker* worker : workers_) worker->post_config(config_);
   metrics::registry().process().reloads_succeeded.add();
-  metrics::registry().process().generation.add(1);
+  metrics::registry().process().generation.set(static_cast<int64_t>(generation_));
   LOG_INFO("configuration reloaded from %s", config_->source.c_str());
   sd_notify(0, "READY=1\nSTATUS=serving");
+  outcome.ok = true;
+  outcome.generation = generation_;
+  return outcome;
 }
 
 void ServerProcess::write_pid_file() {
@@ -789,6 +854,7 @@ void ServerProcess::check_upgrade() {
   if (handed_over_) {
     stop(true);
   } else {
+    std::lock_guard lock(reload_mutex_);
     write_pid_file();  // the failed process may have rewritten it before it died
   }
 }
@@ -847,10 +913,16 @@ int ServerProcess::run() {
       metrics::registry().process().workers.set(workers);
       metrics::registry().process().generation.set(1);
       metrics::registry().process().start_seconds.set(static_cast<int64_t>(time(nullptr)));
+      {
+        std::lock_guard lock(reload_mutex_);
+        for (auto& worker : pool) workers_.push_back(worker.get());
+      }
+      admin::set_control(this);
       for (auto& worker : pool) threads.emplace_back([&worker] { worker->run(); });
       LOG_INFO("peregrine started: %d worker(s)", workers);
       if (ready_fd_ >= 0) {
         // The old process tells systemd our pid (MAINPID) and drains once it reads this.
+        std::lock_guard lock(reload_mutex_);
         write_pid_file();
         ssize_t ignored = ::write(ready_fd_, "R", 1);
         (void)ignored;
@@ -872,10 +944,6 @@ int ServerProcess::run() {
           }
           break;
         }
-        if (to_workers_) {
-          to_workers_ = false;
-          for (auto& worker : pool) worker->post_config(config_);
-        }
         check_upgrade();
         if (!handle_signals_) {
           usleep(100 * 1000);
@@ -894,7 +962,7 @@ int ServerProcess::run() {
             stop(true);
             break;
           case SIGHUP:
-            reload();
+            reload(false);
             break;
           case SIGUSR1:
             log::reopen();
@@ -909,6 +977,11 @@ int ServerProcess::run() {
         }
       }
       for (auto& t : threads) t.join();
+      admin::set_control(nullptr);
+      {
+        std::lock_guard lock(reload_mutex_);
+        workers_.clear();
+      }
       pool.clear();
     }
     if (uint64_t dropped = log_writer.dropped_bytes())

@@ -17,15 +17,21 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "admin/control.h"
 #include "config/config.h"
 #include "server/route_table.h"
 
 namespace peregrine::server {
 
-class ServerProcess {
+class Worker;
+
+// Also the admin API's handle on the configuration (admin/control.h): registered while the
+// workers run.
+class ServerProcess final : public admin::ConfigControl {
  public:
   // `reload` produces a fresh snapshot on SIGHUP (null: reloading is not possible).
   ServerProcess(std::shared_ptr<const config::Config> config, HandlerRegistry registry,
@@ -39,6 +45,13 @@ class ServerProcess {
 
   static constexpr std::chrono::seconds kUpgradeTimeout{30};
 
+  // admin::ConfigControl; thread-safe (the admin calls them from a worker thread).
+  bool reloadable() const override { return file_backed_; }
+  std::shared_ptr<const config::Config> running(uint64_t* generation) override;
+  // The one reload, for SIGHUP (probe_listeners false: a new address is only reported as
+  // needing a restart) and for the admin API.
+  admin::ReloadOutcome reload(bool probe_listeners) override;
+
  private:
   // A listening socket as handed to a worker, with the configured address it serves.
   struct Socket {
@@ -47,18 +60,26 @@ class ServerProcess {
   };
   bool bind_listeners(std::vector<std::vector<int>>& per_worker, std::string* error);
   bool drop_privileges(std::string* error);
-  void reload();
+  // Whether `address` (not yet ours) could be bound now: a bind that is closed again at once.
+  bool probe_listener(const config::ListenAddress& address, std::string* error);
   void write_pid_file();
   void remove_pid_file();
   void start_upgrade();
   void check_upgrade();
 
+  // Guards config_, generation_ and workers_ once the workers run: a reload may come from the
+  // process thread (SIGHUP) or from a worker (the admin API).
+  std::mutex reload_mutex_;
   std::shared_ptr<const config::Config> config_;
+  uint64_t generation_ = 1;
+  std::vector<Worker*> workers_;  // posted a new snapshot by reload(); empty unless serving
   HandlerRegistry registry_;
   std::function<config::LoadResult()> reload_;
+  // Started from a file (quick mode re-reads its command line on SIGHUP, but has no text to
+  // show or replace).
+  bool file_backed_ = false;
   bool handle_signals_;
   std::atomic<int> stop_request_{0};  // 1 graceful, 2 now
-  bool to_workers_ = false;           // a reloaded snapshot waits to be posted
 
   // Read at start: after a package upgrade /proc/self/exe names "... (deleted)", while the path
   // it had then names the new binary.

@@ -28,7 +28,7 @@ TEST_F(AdminConfig, TokenFileAndListener) {
       site());
   ASSERT_NE(config, nullptr);
   EXPECT_TRUE(config->admin.enabled);
-  EXPECT_EQ(config->admin.auth, Auth::kToken);
+  EXPECT_EQ(config->admin.auth, Auth::kLogin);
   EXPECT_EQ(config->admin.token, "0123456789abcdef0123456789abcdef");
   EXPECT_EQ(config->admin.hosts, std::vector<std::string>{"admin.example.com"});
   ASSERT_EQ(config->listen.size(), 2u);
@@ -56,8 +56,8 @@ TEST_F(AdminConfig, NoAuthOnlyOnLoopbackOrUnix) {
 }
 
 TEST_F(AdminConfig, TokenRequired) {
-  EXPECT_EQ(error("[admin]\nlisten = \"127.0.0.1:9090\"\n" + site()).substr(0, 48),
-            "1:1: [admin] needs token_file (or auth = \"none\")");
+  EXPECT_EQ(error("[admin]\nlisten = \"127.0.0.1:9090\"\n" + site()).substr(0, 65),
+            "1:1: [admin] needs token_file or password_file (or auth = \"none\")");
   EXPECT_EQ(error("[admin]\nlisten = \"127.0.0.1:9090\"\ntoken_file = \"missing.token\"\n" + site())
                 .substr(0, 50),
             "3:14: cannot read admin.token_file 'missing.token'");
@@ -71,12 +71,31 @@ TEST_F(AdminConfig, BadValues) {
   EXPECT_EQ(errors("[admin]\nlisten = \"127.0.0.1:9090\"\nauth = \"password\"\n" + site())
                 .back()
                 .substr(0, 57),
-            "3:8: admin.auth must be \"token\" or \"none\", not \"password\"");
+            "3:8: admin.auth must be \"login\" or \"none\", not \"password\"");
   EXPECT_EQ(error("[admin]\nlisten = \"127.0.0.1:8080\"\nauth = \"none\"\n" + site()).substr(0, 59),
             "2:10: admin.listen '127.0.0.1:8080' is also a site listener");
   EXPECT_NE(error("[admin]\nlisten = \"127.0.0.1:9090\"\nauth = \"none\"\ntoken = \"x\"\n" + site())
                 .find("unknown key"),
             std::string::npos);
+}
+
+TEST_F(AdminConfig, PasswordFile) {
+  // An htpasswd line: the user name is dropped, the hash kept.
+  const std::string hash = "$2y$05$abcdefghijklmnopqrstuuQ0vJ9Z5x1m8lq4n3r3VQ2QPv5Xv7qGa";
+  dir_.write("admin.passwd", "admin:" + hash + "\n");
+  chmod(dir_.path("admin.passwd").c_str(), 0600);
+  auto config =
+      load_ok("[admin]\nlisten = \"127.0.0.1:9090\"\npassword_file = \"admin.passwd\"\n" + site());
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->admin.password_hash, hash);
+  EXPECT_EQ(config->admin.token, "");
+
+  dir_.write("admin.passwd", "secret\n");
+  EXPECT_EQ(
+      error("[admin]\nlisten = \"127.0.0.1:9090\"\npassword_file = \"admin.passwd\"\n" + site())
+          .substr(0, 98),
+      "3:17: admin.password_file 'admin.passwd' does not hold a bcrypt, yescrypt or SHA-crypt hash "
+      "(hint:");
 }
 
 TEST(AdminListener, LocalAddresses) {
