@@ -35,12 +35,7 @@ bool is_ipv4_literal(std::string_view host) {
 }
 
 metrics::Snapshot take_snapshot() {
-  timespec wall, mono;
-  clock_gettime(CLOCK_REALTIME, &wall);
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &mono);
-  metrics::Snapshot s =
-      metrics::gather(metrics::registry(), wall.tv_sec,
-                      static_cast<int64_t>(mono.tv_sec) * 1000 + mono.tv_nsec / 1'000'000);
+  metrics::Snapshot s = metrics::gather_now(metrics::registry());
   metrics::read_process_figures(s);
   return s;
 }
@@ -98,24 +93,29 @@ void AdminHandler::refuse(const Request& request, Response& response, int status
   response.set_body(body);
 }
 
-void AdminHandler::handle(const Request& request, Response& response) {
+bool AdminHandler::admit(const Request& request, Response& response) {
   const admin::Options& options = config_->admin;
   if (!host_allowed(request.host, options.hosts)) {
     refuse(request, response, 403,
            "Host not allowed (add it to [admin] hosts if the admin is reached by that name)");
-    return;
+    return false;
   }
   if (options.auth == Auth::kToken) {
     std::optional<std::string_view> authorization = request.header("Authorization");
     if (!authorization) {
       refuse(request, response, 401, "credentials required: Authorization: Bearer TOKEN");
-      return;
+      return false;
     }
     if (!bearer_matches(*authorization, options.token)) {
       refuse(request, response, 401, "wrong credentials");
-      return;
+      return false;
     }
   }
+  return true;
+}
+
+void AdminHandler::handle(const Request& request, Response& response) {
+  if (!admit(request, response)) return;
   static constexpr Endpoint kRoutes[] = {
       {"/metrics", &AdminHandler::serve_metrics},
       {"/api/stats", &AdminHandler::serve_stats},

@@ -32,6 +32,11 @@ class AdminHandler final : public Handler {
  public:
   explicit AdminHandler(std::shared_ptr<const config::Config> config);
   void handle(const Request& request, Response& response) override;
+  // The Host check and the credentials, for every admin handler (live_api.h, log_tail.h): true
+  // when the request may go on, else `response` holds the refusal.
+  bool admit(const Request& request, Response& response);
+  // An error answer {"error": why} with a log line.
+  void refuse(const Request& request, Response& response, int status, std::string_view why);
 
   struct Endpoint {
     std::string_view path;
@@ -42,7 +47,6 @@ class AdminHandler final : public Handler {
   void serve_metrics(const Request& request, Response& response);
   void serve_stats(const Request& request, Response& response);
   void serve_status(const Request& request, Response& response);
-  void refuse(const Request& request, Response& response, int status, std::string_view why);
 
   std::shared_ptr<const config::Config> config_;
 };
