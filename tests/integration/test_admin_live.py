@@ -139,6 +139,32 @@ class UpstreamControl(LiveCase):
         self.assertEqual(self.server(srv, a.address)["state"], "drained")
         self.assertEqual(self.metric_state(srv, a.address), "drained")
 
+    def test_health_history(self):
+        a, b = self.backend("A"), self.backend("B")
+        health = {"path": "/health", "interval": "200ms", "timeout": "1s", "rise": 1, "fall": 1}
+        srv = self.start_with_admin(upstream_toml("app", [a.address, b.address],
+                                                  health_check=health),
+                                    '[[site.route]]\nprefix = "/"\nproxy = "http://app"\n')
+        self.wait_for(lambda: len(self.server(srv, b.address)["history"]) >= 4, timeout=5,
+                      msg="health checks recorded")
+        s = self.server(srv, b.address)
+        self.assertTrue(s["last_check"]["ok"])
+        self.assertTrue(all(h["ok"] for h in s["history"]), s["history"])
+        times = [h["time"] for h in s["history"]]
+        self.assertEqual(times, sorted(times, reverse=True))
+        self.assertLessEqual(abs(times[0] - time.time()), 5)
+        b.set_healthy(False)
+        self.wait_for(lambda: self.server(srv, b.address)["state"] == "down", timeout=5,
+                      msg="B down after its failed check")
+        s = self.server(srv, b.address)
+        self.assertFalse(s["last_check"]["ok"])
+        self.assertFalse(s["history"][0]["ok"])
+        self.assertLessEqual(len(s["history"]), 16)
+        self.assertEqual(self.metric_state(srv, b.address), "down")
+        # A drained server that fails its checks shows what the operator set.
+        self.admin(srv, "POST", f"/api/upstreams/app/servers/{b.address}/drain")
+        self.assertEqual(self.server(srv, b.address)["state"], "drained")
+
     def test_bad_requests(self):
         a, b, srv = self.start_two()
         base = f"/api/upstreams/app/servers/{a.address}"
