@@ -45,6 +45,11 @@ class LogTailExchange final : public handlers::Exchange, public event::TimerOwne
   }
   void on_abort() override { end(); }
   void on_timeout() override {
+    if (env_.draining && *env_.draining) {  // a graceful stop: the stream ends cleanly
+      downstream_.finish();
+      end();
+      return;
+    }
     env_.timers.arm(timer_, LogTailHandler::kPollMs, env_.clock.monotonic_ms);
     pump();
   }

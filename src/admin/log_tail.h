@@ -8,7 +8,8 @@
 // as the client stays, so it is a handlers::StreamHandler: RouteTable::select_admin gives it
 // its own route of the admin site (admin_part() == kLogs), and the connection runs it like a
 // proxy exchange. The exchange polls its subscriber queue on a 250 ms timer of the worker: no
-// other thread ever touches the connection.
+// other thread ever touches the connection. A graceful stop (SIGQUIT, an upgrade) ends the stream
+// at the next poll.
 #pragma once
 
 #include <memory>

@@ -118,9 +118,14 @@ Snapshot gather(const Registry& registry, int64_t now_wall, int64_t now_monotoni
       f.connections_opened += c.connections_opened.get();
       f.connections_reused += c.connections_reused.get();
       const int64_t checked = c.last_check_seconds.get();
+      // Workers probe on their own and times are whole seconds: within the same second a
+      // failure counts as the later result, so that a server every worker sees failing never
+      // shows an "ok" last check.
       if (checked > f.last_check_seconds) {
         f.last_check_seconds = checked;
         f.last_check_ok = c.last_check_ok.get() != 0;
+      } else if (checked == f.last_check_seconds && checked > 0) {
+        f.last_check_ok = f.last_check_ok && c.last_check_ok.get() != 0;
       }
       f.operator_state = std::max(f.operator_state, c.operator_state.get());
       const uint64_t checks = c.checks.get();
@@ -144,8 +149,9 @@ Snapshot gather(const Registry& registry, int64_t now_wall, int64_t now_monotoni
   }
   for (size_t i = 0; i < s.upstream_servers.size(); ++i) {
     UpstreamServerFigures& f = s.upstream_servers[i];
-    std::stable_sort(f.history.begin(), f.history.end(),
-                     [](const auto& a, const auto& b) { return a.seconds > b.seconds; });
+    std::stable_sort(f.history.begin(), f.history.end(), [](const auto& a, const auto& b) {
+      return a.seconds != b.seconds ? a.seconds > b.seconds : !a.ok && b.ok;  // as above
+    });
     if (f.history.size() > UpstreamServerCounters::kCheckHistory)
       f.history.resize(UpstreamServerCounters::kCheckHistory);
     if (f.operator_state == 2)

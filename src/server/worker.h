@@ -108,7 +108,9 @@ class Worker {
   Response& scratch_response() { return scratch_response_; }
   std::string_view date_and_server_lines() const { return date_server_; }
   bool draining() const { return draining_; }
-  handlers::WorkerEnv env() { return {*poller_, upstream_timers, clock_, total_workers_}; }
+  handlers::WorkerEnv env() {
+    return {*poller_, upstream_timers, clock_, total_workers_, &draining_};
+  }
 
   event::TimerList header_timers{0};
   event::TimerList keepalive_timers{0};

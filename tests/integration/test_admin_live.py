@@ -272,6 +272,7 @@ class SseClient:
         self.raw = b""
         self.body = b""
         self.head = None
+        self.ended = False  # the last chunk arrived
 
     def _fill(self, deadline):
         self.sock.settimeout(max(0.05, deadline - time.monotonic()))
@@ -286,6 +287,7 @@ class SseClient:
             size = int(size_text, 16)
             if len(rest) < size + 2:
                 break
+            self.ended = self.ended or size == 0
             self.body += rest[:size]
             self.raw = rest[size + 2:]
 
@@ -351,6 +353,19 @@ class LogTail(LiveCase):
         self.assertEqual(self.admin(srv, "GET", "/api/logs", token=None)[0], 401)
         self.assertEqual(self.admin(srv, "POST", "/api/logs")[0], 405)
         self.assert_serving(srv, "/index.html")
+
+    def test_graceful_stop_ends_the_stream(self):
+        srv = self.start_with_admin()
+        tail = SseClient(srv.admin_port, "stream=both")
+        self.addCleanup(tail.close)
+        tail.wait_for(b": subscribed")
+        started = time.monotonic()
+        self.stop_ok(srv, signal.SIGQUIT, timeout=10)  # shutdown_timeout is 30 s
+        self.assertLess(time.monotonic() - started, 8)
+        with self.assertRaises(EOFError):
+            while True:
+                tail._fill(time.monotonic() + 5)
+        self.assertTrue(tail.ended, tail.raw)
 
     def test_slow_reader_does_not_stall_the_server(self):
         srv = self.start_with_admin()

@@ -150,6 +150,20 @@ TEST(MetricsGather, OperatorStateWinsAndHistoryMergesWorkersNewestFirst) {
   EXPECT_EQ(history[2].seconds, 138);
   EXPECT_FALSE(history[2].ok);
   EXPECT_EQ(history.back().seconds, 112);  // its oldest kept ones fall off the merged list
+  EXPECT_EQ(s.upstream_servers[0].last_check_seconds, 0);  // record() wrote no last check
+
+  // Within one second a failure is the later result, whichever worker had it.
+  a1->last_check_seconds.set(200);
+  a1->last_check_ok.set(1);
+  a2->last_check_seconds.set(200);
+  a2->last_check_ok.set(0);
+  record(a1, 200, true);
+  record(a2, 200, false);
+  s = gather(registry, 0, 0);
+  EXPECT_FALSE(s.upstream_servers[0].last_check_ok);
+  EXPECT_EQ(s.upstream_servers[0].history[0].seconds, 200);
+  EXPECT_FALSE(s.upstream_servers[0].history[0].ok);
+  EXPECT_TRUE(s.upstream_servers[0].history[1].ok);
 }
 
 TEST(MetricsLabels, StatusClassAndProtocol) {
