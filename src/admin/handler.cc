@@ -17,12 +17,7 @@ namespace peregrine::admin {
 namespace {
 
 metrics::Snapshot take_snapshot() {
-  timespec wall, mono;
-  clock_gettime(CLOCK_REALTIME, &wall);
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &mono);
-  metrics::Snapshot s =
-      metrics::gather(metrics::registry(), wall.tv_sec,
-                      static_cast<int64_t>(mono.tv_sec) * 1000 + mono.tv_nsec / 1'000'000);
+  metrics::Snapshot s = metrics::gather_now(metrics::registry());
   metrics::read_process_figures(s);
   return s;
 }
@@ -228,6 +223,13 @@ void send_json(Response& response, std::string_view body, int status) {
 AdminHandler::AdminHandler(std::shared_ptr<const config::Config> config)
     : config_(std::move(config)) {}
 
+bool AdminHandler::admit(const Request& request, Response& response) const {
+  Access access = authorize(request, config_->admin);
+  if (access.status == 0) return true;
+  refuse(request, response, access.status, access.why);
+  return false;
+}
+
 void AdminHandler::handle(const Request& request, Response& response) {
   // The page and its files hold no secret (every figure comes from the API, which asks for
   // credentials), but DNS rebinding must not reach them either.
@@ -256,8 +258,7 @@ void AdminHandler::handle(const Request& request, Response& response) {
   }
   // Credentials first: without them, which paths exist is nobody's business.
   if (!found || !found->open) {
-    Access access = authorize(request, config_->admin);
-    if (access.status != 0) return refuse(request, response, access.status, access.why);
+    if (!admit(request, response)) return;
   }
   if (!found && allow.empty()) {
     std::string body = "{\"error\":\"no such endpoint\",\"endpoints\":[";

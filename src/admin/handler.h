@@ -46,6 +46,9 @@ class AdminHandler final : public Handler {
   explicit AdminHandler(std::shared_ptr<const config::Config> config);
   void handle(const Request& request, Response& response) override;
   bool wants_body() const override { return true; }  // PUT /api/config, POST /api/login
+  // For the admin's handlers outside this table (live_api.h, log_tail.h): authorize() with its
+  // refusal written into `response`; true when the request may go on.
+  bool admit(const Request& request, Response& response) const;
 
  private:
   std::shared_ptr<const config::Config> config_;

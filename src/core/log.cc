@@ -18,6 +18,8 @@
 #include <mutex>
 #include <thread>
 
+#include "core/log_tap.h"
+
 namespace peregrine::log {
 namespace {
 
@@ -300,6 +302,7 @@ void write(LogLevel level, const char* format, ...) {
   va_end(args);
   size_t len = n + (m < 0 ? 0 : std::min<size_t>(m, sizeof line - n - 2));
   line[len++] = '\n';
+  if (log_tap::active()) log_tap::offer(log_tap::kError, {line, len});
   if (g_async.load(std::memory_order_acquire) && enqueue(line, len)) return;
   write_direct(line, len);
 }

@@ -94,6 +94,9 @@ struct WorkerEnv {
   event::TimerSet& timers;
   const Clock& clock;
   int workers;
+  // True once the worker stops gracefully: an exchange with no natural end (the admin's log
+  // tail) finishes itself instead of holding the stop for shutdown_timeout. Null: never.
+  const bool* draining = nullptr;
 };
 
 }  // namespace peregrine::handlers

@@ -32,6 +32,24 @@ size_t finish_segment(const char* buf, size_t len, size_t seg_start) {
 
 }  // namespace
 
+std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out.push_back(plus_is_space && text[i] == '+' ? ' ' : text[i]);
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    const int hi = hex_value(text[i + 1]);
+    const int lo = hex_value(text[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>((hi << 4) | lo));
+    i += 2;
+  }
+  return out;
+}
+
 PathStatus normalize_path(std::string_view raw_path, std::string& out) {
   const size_t n = raw_path.size();
   if (n == 0 || raw_path[0] != '/') {

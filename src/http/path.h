@@ -2,6 +2,7 @@
 // once the output string's capacity suffices, no exceptions.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,10 @@ enum class PathStatus { kOk, kBadRequest };
 // reaches raw_path.size(). raw_path must not point into `out`. On kBadRequest the contents of
 // `out` are unspecified.
 PathStatus normalize_path(std::string_view raw_path, std::string& out);
+
+// Percent-decodes one component (a path segment, a query value): "%XX" becomes its byte and,
+// with `plus_is_space` (form-encoded queries), '+' a space. Nullopt for a broken escape.
+std::optional<std::string> percent_decode(std::string_view text, bool plus_is_space);
 
 // True when normalize_path would return raw_path unchanged: it starts with '/' and holds no
 // '%', no "//" and no segment starting with '.'. The common case, checked in one pass so the

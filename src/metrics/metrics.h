@@ -131,6 +131,12 @@ struct UpstreamServerCounters {
   Gauge down_until_ms;       // passive health: out until this CLOCK_MONOTONIC_COARSE time
   Gauge last_check_seconds;  // wall clock of the last health-check result; 0: none yet
   Gauge last_check_ok;
+  Gauge operator_state;  // upstream::OperatorState: 0 none, 1 drained, 2 disabled (admin)
+  // The last kCheckHistory health-check results as wall seconds * 2 + ok, entry checks % size
+  // written next (the oldest overwritten).
+  static constexpr size_t kCheckHistory = 16;
+  Gauge check_history[kCheckHistory];
+  Counter checks;
 };
 
 struct UpstreamGroupCounters {

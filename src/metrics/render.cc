@@ -256,9 +256,10 @@ std::string render_prometheus(const Snapshot& s) {
   }
   {
     Family f(out, "peregrine_upstream_server_state", "gauge",
-             "1 for the state an upstream server is in (up, down, backup), 0 for the others.");
+             "1 for the state an upstream server is in (up, down, backup, drained, disabled), 0 "
+             "for the others.");
     for (const auto& u : s.upstream_servers)
-      for (const char* state : {"up", "down", "backup"})
+      for (const char* state : kUpstreamStates)
         f.sample({{"group", u.group}, {"server", u.server}, {"state", state}})
             .value(std::string_view(u.state) == state ? 1 : 0);
   }

@@ -1,8 +1,10 @@
 #include "metrics/snapshot.h"
 
 #include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -116,9 +118,21 @@ Snapshot gather(const Registry& registry, int64_t now_wall, int64_t now_monotoni
       f.connections_opened += c.connections_opened.get();
       f.connections_reused += c.connections_reused.get();
       const int64_t checked = c.last_check_seconds.get();
+      // Workers probe on their own and times are whole seconds: within the same second a
+      // failure counts as the later result, so that a server every worker sees failing never
+      // shows an "ok" last check.
       if (checked > f.last_check_seconds) {
         f.last_check_seconds = checked;
         f.last_check_ok = c.last_check_ok.get() != 0;
+      } else if (checked == f.last_check_seconds && checked > 0) {
+        f.last_check_ok = f.last_check_ok && c.last_check_ok.get() != 0;
+      }
+      f.operator_state = std::max(f.operator_state, c.operator_state.get());
+      const uint64_t checks = c.checks.get();
+      const uint64_t kept = std::min<uint64_t>(checks, UpstreamServerCounters::kCheckHistory);
+      for (uint64_t k = checks - kept; k < checks; ++k) {
+        const int64_t v = c.check_history[k % UpstreamServerCounters::kCheckHistory].get();
+        f.history.push_back({v / 2, (v & 1) != 0});
       }
       const bool down = c.probe_down.get() != 0 || now_monotonic_ms < c.down_until_ms.get();
       ++(down ? health.down : health.up);
@@ -135,12 +149,29 @@ Snapshot gather(const Registry& registry, int64_t now_wall, int64_t now_monotoni
   }
   for (size_t i = 0; i < s.upstream_servers.size(); ++i) {
     UpstreamServerFigures& f = s.upstream_servers[i];
-    if (seen[i].up == 0 && seen[i].down > 0)
+    std::stable_sort(f.history.begin(), f.history.end(), [](const auto& a, const auto& b) {
+      return a.seconds != b.seconds ? a.seconds > b.seconds : !a.ok && b.ok;  // as above
+    });
+    if (f.history.size() > UpstreamServerCounters::kCheckHistory)
+      f.history.resize(UpstreamServerCounters::kCheckHistory);
+    if (f.operator_state == 2)
+      f.state = "disabled";
+    else if (f.operator_state == 1)
+      f.state = "drained";
+    else if (seen[i].up == 0 && seen[i].down > 0)
       f.state = "down";
     else
       f.state = f.backup ? "backup" : "up";
   }
   return s;
+}
+
+Snapshot gather_now(const Registry& registry) {
+  timespec wall, mono;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &mono);
+  return gather(registry, wall.tv_sec,
+                static_cast<int64_t>(mono.tv_sec) * 1000 + mono.tv_nsec / 1'000'000);
 }
 
 void read_process_figures(Snapshot& snapshot) {

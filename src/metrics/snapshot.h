@@ -23,7 +23,8 @@ struct UpstreamServerFigures {
   std::string group;
   std::string server;
   bool backup = false;
-  const char* state = "up";  // "up", "down" or "backup" (an up backup server)
+  // "up", "down", "backup" (an up backup server), or what the admin set: "drained", "disabled"
+  const char* state = "up";
   uint64_t requests = 0;
   uint64_t failures[kFailureKinds] = {};
   int64_t in_flight = 0;
@@ -32,6 +33,14 @@ struct UpstreamServerFigures {
   uint64_t connections_reused = 0;
   int64_t last_check_seconds = 0;  // 0: no health-check result yet
   bool last_check_ok = false;
+  int64_t operator_state = 0;  // upstream::OperatorState (the admin's drain/disable)
+  struct Check {
+    int64_t seconds;
+    bool ok;
+  };
+  // Health-check results, newest first (at most kCheckHistory): each worker probes on its own,
+  // so every worker's results are here, merged by time.
+  std::vector<Check> history;
 };
 
 struct UpstreamGroupFigures {
@@ -79,6 +88,11 @@ struct Snapshot {
 // Sums the registry's workers. `now_wall`/`now_monotonic_ms`: the clocks the state of upstream
 // servers and the uptime are judged by (CLOCK_REALTIME seconds, CLOCK_MONOTONIC_COARSE ms).
 Snapshot gather(const Registry& registry, int64_t now_wall, int64_t now_monotonic_ms);
+// The state names peregrine_upstream_server_state knows, in its order.
+inline constexpr const char* kUpstreamStates[] = {"up", "down", "backup", "drained", "disabled"};
+
+// gather() at this moment (CLOCK_REALTIME, CLOCK_MONOTONIC_COARSE).
+Snapshot gather_now(const Registry& registry);
 // Adds the process's resident size and open descriptors from /proc/self.
 void read_process_figures(Snapshot& snapshot);
 

@@ -12,6 +12,7 @@
 
 #include "core/address_text.h"
 #include "core/log.h"
+#include "core/log_tap.h"
 #include "core/strings.h"
 #include "metrics/metrics.h"
 
@@ -137,6 +138,7 @@ void AccessLogWriter::run() {
       queue_.pop_front();
       int fd = sinks_[sink].fd;
       lock.unlock();
+      if (log_tap::active()) log_tap::offer(log_tap::kAccess, bytes);  // the admin's live tail
       const char* p = bytes.data();
       size_t left = bytes.size();
       while (left > 0) {

@@ -2,6 +2,8 @@
 
 #include "access/check.h"
 #include "admin/handler.h"
+#include "admin/live_api.h"
+#include "admin/log_tail.h"
 #include "core/strings.h"
 #include "handlers/ajp/ajp_handler.h"
 #include "handlers/fastcgi/fastcgi_handler.h"
@@ -10,6 +12,7 @@
 #include "http/path.h"
 #include "http/router.h"
 #include "http/status.h"
+#include "http2/headers.h"
 #include "metrics/labels.h"
 #include "upstream/health_check.h"
 
@@ -52,15 +55,25 @@ bool normalize_request_path(Request& request) {
 }  // namespace
 
 struct RouteTable::Admin {
-  explicit Admin(const std::shared_ptr<const config::Config>& config) {
+  // One route per admin::AdminPart, in its order: the router, the live endpoints (which ask this
+  // table's select() for /api/route-test) and the log tail, the one that answers asynchronously.
+  Admin(const std::shared_ptr<const config::Config>& config, const handlers::WorkerEnv& env,
+        RouteTable& table) {
     route_config.pattern = "/";
     site.config = &site_config;
+    auto router = std::make_shared<admin::AdminHandler>(config);
     RouteRuntime route;
     route.config = &route_config;
-    route.handler = std::make_shared<admin::AdminHandler>(config);
     route.counters = metrics::local().route("(admin)", "/");
     site.counters = route.counters;
-    site.routes.push_back(std::move(route));
+    route.handler = router;
+    site.routes.push_back(route);
+    route.handler = std::make_shared<admin::LiveHandler>(
+        config, router, [&table](const admin::RouteQuestion& q) { return table.test_route(q); });
+    site.routes.push_back(route);
+    route.handler = nullptr;
+    route.stream = std::make_shared<admin::LogTailHandler>(router, env);
+    site.routes.push_back(route);
   }
   config::Site site_config;
   config::Route route_config;
@@ -192,7 +205,7 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
     }
     table->sites_.push_back(std::move(runtime));
   }
-  if (config->admin.enabled) table->admin_ = std::make_unique<Admin>(config);
+  if (config->admin.enabled) table->admin_ = std::make_unique<Admin>(config, env, *table);
   return table;
 }
 
@@ -212,8 +225,41 @@ Selection RouteTable::select_admin(Request& request) {
     selection.status = 501;
     return selection;
   }
-  selection.route = &admin_->site.routes.front();
+  selection.route = &admin_->site.routes[static_cast<size_t>(admin::admin_part(request.path))];
   return selection;
+}
+
+admin::RouteAnswer RouteTable::test_route(const admin::RouteQuestion& question) {
+  Request request;
+  request.host = question.host;
+  request.target = question.target;
+  const size_t mark = question.target.find('?');
+  request.raw_path = question.target.substr(0, mark);
+  if (mark != std::string_view::npos) request.query = question.target.substr(mark + 1);
+  request.method_text = question.method;
+  request.method = http2::method_from_text(question.method);
+  if (question.asker) {
+    request.peer = question.asker->peer;
+    request.peer_len = question.asker->peer_len;
+    request.socket_peer = question.asker->socket_peer;
+    request.socket_peer_len = question.asker->socket_peer_len;
+  }
+  const Selection selection = select(request);
+  admin::RouteAnswer answer;
+  answer.site = static_cast<int>(selection.site - sites_.data());
+  answer.status = selection.status;
+  answer.allow = selection.allow;
+  const RouteRuntime* route = selection.route;
+  // 405, 401, 403 and 429 are answered on the first route matching the path, which select()
+  // does not return: it is found by the same matcher.
+  if (!route && selection.status != 404 && selection.status != 400 && selection.status != 413)
+    for (const RouteRuntime& r : selection.site->routes)
+      if (http::route_matches(*r.config, request.path)) {
+        route = &r;
+        break;
+      }
+  if (route) answer.route = static_cast<int>(route->config - selection.site->config->routes.data());
+  return answer;
 }
 
 Selection RouteTable::select(Request& request) {
@@ -300,6 +346,10 @@ void SiteRuntime::fill_error_body(const Request& request, Response& response) co
 
 SiteRuntime& RouteTable::site_for(std::string_view host) {
   return sites_[http::select_site(*config_, host)];
+}
+
+void RouteTable::apply_operator_states() {
+  for (auto& group : groups_) group->apply_operator_states();
 }
 
 void RouteTable::flush_logs() {

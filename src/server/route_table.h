@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "access/options.h"
+#include "admin/live_api.h"
 #include "auth/basic.h"
 #include "config/config.h"
 #include "core/clock.h"
@@ -113,9 +114,14 @@ class RouteTable : public RefCounted {
   // The admin listener's one question ([admin], admin/handler.h): every request goes to the
   // admin router, with its path normalized as select() does (404 if a reload removed [admin]).
   Selection select_admin(Request& request);
+  // GET /api/route-test: select() on a request made of `question`'s host, target and method.
+  admin::RouteAnswer test_route(const admin::RouteQuestion& question);
   // This snapshot's TLS contexts for this worker; null when no listener is TLS.
   const tls::ServerContexts* tls() const { return tls_.get(); }
   void flush_logs();
+  // The admin changed an upstream server's state (upstream/operator_state.h): every group
+  // applies it.
+  void apply_operator_states();
 
  private:
   std::shared_ptr<const config::Config> config_;

@@ -7,12 +7,14 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "core/log.h"
 #include "event/deferred.h"
 #include "http/http_date.h"
 #include "server/connection.h"
 #include "server/http2_connection.h"
+#include "upstream/operator_state.h"
 
 namespace peregrine::server {
 
@@ -37,6 +39,7 @@ class Worker::Mailbox final : public event::Pollable {
   std::mutex mutex;
   std::shared_ptr<const config::Config> config;  // guarded by mutex
   int stop = 0;                                  // 1 graceful, 2 now; guarded by mutex
+  bool operator_states = false;                  // guarded by mutex
 
  private:
   Worker& worker_;
@@ -103,9 +106,12 @@ Worker::Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config
   scratch_output_.bytes().reserve(64 * 1024);
   refresh_date();
   apply_limits();
+  operator_subscription_ =
+      upstream::operator_states().subscribe([this] { post_operator_states(); });
 }
 
 Worker::~Worker() {
+  if (operator_subscription_ >= 0) upstream::operator_states().unsubscribe(operator_subscription_);
   if (routes_) stop_now();
   free_closed();
   for (auto& l : listeners_) l->close();
@@ -150,18 +156,30 @@ void Worker::post_stop(bool graceful) {
   mailbox_->wake();
 }
 
+void Worker::post_operator_states() {
+  {
+    std::lock_guard lock(mailbox_->mutex);
+    mailbox_->operator_states = true;
+  }
+  mailbox_->wake();
+}
+
 void Worker::handle_mail() {
   std::shared_ptr<const config::Config> config;
   int stop;
+  bool operator_states;
   {
     std::lock_guard lock(mailbox_->mutex);
     config = std::move(mailbox_->config);
     stop = mailbox_->stop;
+    operator_states = std::exchange(mailbox_->operator_states, false);
   }
+  if (operator_states) routes_->apply_operator_states();
   if (config) {
     std::string error;
     Ref<RouteTable> table = RouteTable::build(config, env(), registry_, log_writer_, &error);
     if (table) {
+      upstream::operator_states().retain(*config);  // servers the reload removed are forgotten
       routes_->flush_logs();
       routes_ = table;  // connections mid-request hold the old table until they finish
       apply_limits();

@@ -83,6 +83,8 @@ class Worker {
   // ---- Called from other threads ----
   void post_config(std::shared_ptr<const config::Config> config);
   void post_stop(bool graceful);
+  // The admin changed an upstream server's state (upstream/operator_state.h).
+  void post_operator_states();
 
   // ---- Used by connections and listeners (worker thread only) ----
   void accept_from(Listener& listener);
@@ -106,7 +108,9 @@ class Worker {
   Response& scratch_response() { return scratch_response_; }
   std::string_view date_and_server_lines() const { return date_server_; }
   bool draining() const { return draining_; }
-  handlers::WorkerEnv env() { return {*poller_, upstream_timers, clock_, total_workers_}; }
+  handlers::WorkerEnv env() {
+    return {*poller_, upstream_timers, clock_, total_workers_, &draining_};
+  }
 
   event::TimerList header_timers{0};
   event::TimerList keepalive_timers{0};
@@ -155,6 +159,7 @@ class Worker {
   time_t last_log_flush_ = 0;
   uint64_t refused_connections_ = 0;
   metrics::WorkerMetrics& metrics_;  // this worker's figures (metrics::registry())
+  int operator_subscription_ = -1;   // upstream::operator_states() announces changes here
   void sample_connections();         // once a second: the connection gauges
 
   friend class Connection;

@@ -27,7 +27,7 @@ Group::Group(std::vector<ServerSpec> servers) : servers_(std::move(servers)) {
 
 bool Group::is_up(size_t i, int64_t now_ms) const {
   const State& s = state_[i];
-  return !s.probe_down && now_ms >= s.down_until;
+  return !s.probe_down && !s.operator_out && now_ms >= s.down_until;
 }
 
 bool Group::report_failure(size_t i, int64_t now_ms) {

@@ -50,7 +50,8 @@ class Group {
   size_t size() const { return servers_.size(); }
   const ServerSpec& spec(size_t i) const { return servers_[i]; }
 
-  // Up = not marked down by an active probe and not inside a passive down period.
+  // Up = not marked down by an active probe, not inside a passive down period and not taken
+  // out by an operator.
   bool is_up(size_t i, int64_t now_ms) const;
 
   // Passive health. A failure starts a counting window of fail_timeout_ms (if none is open);
@@ -65,6 +66,8 @@ class Group {
   // Active health (probes, admin): a server marked down stays down until marked up again.
   void set_probe_up(size_t i, bool up) { state_[i].probe_down = !up; }
   bool probe_up(size_t i) const { return !state_[i].probe_down; }
+  // An operator took the server out (admin drain or disable): no new requests until put back.
+  void set_operator_out(size_t i, bool out) { state_[i].operator_out = out; }
 
   // Connections currently in use to the server (least connections). on_release never goes below 0.
   void on_connect(size_t i) { ++state_[i].active; }
@@ -79,6 +82,7 @@ class Group {
     int64_t window_start = 0;
     int64_t down_until = INT64_MIN;
     bool probe_down = false;
+    bool operator_out = false;
     int active = 0;
   };
   std::vector<ServerSpec> servers_;

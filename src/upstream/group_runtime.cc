@@ -124,6 +124,22 @@ GroupRuntime::GroupRuntime(const config::UpstreamGroup& config, event::Poller& p
                 error.c_str());
     sessions_ = std::make_unique<tls::SessionCache[]>(config.servers.size());
   }
+  operator_.assign(config.servers.size(), OperatorState::kNone);
+  // The figures outlive runtimes: a server forgotten by a reload and added back starts afresh.
+  for (metrics::UpstreamServerCounters* c : counters_) c->operator_state.set(0);
+  apply_operator_states();
+}
+
+void GroupRuntime::apply_operator_states() {
+  for (size_t i = 0; i < operator_.size(); ++i) {
+    const OperatorState state = operator_states().get(config_.name, config_.servers[i].address);
+    if (state == operator_[i]) continue;
+    operator_[i] = state;
+    upstream_.group().set_operator_out(i, state != OperatorState::kNone);
+    counters_[i]->operator_state.set(static_cast<int64_t>(state));
+    if (state == OperatorState::kDisabled)
+      while (slots_[i].idle) close(slots_[i].idle);
+  }
 }
 
 GroupRuntime::~GroupRuntime() {
@@ -293,6 +309,7 @@ void GroupRuntime::put_idle(UpstreamConnection* c) {
   // With a cap, idle connections count against it too: a php-fpm child serves one connection
   // at a time, so an idle FCGI_KEEP_CONN connection holds a child.
   if (s.idle_count >= config_.keepalive || c->uses_ >= config_.keepalive_requests ||
+      operator_[c->server_] == OperatorState::kDisabled ||
       (s.cap != 0 && s.idle_count + s.in_use > s.cap)) {
     close(c);
     return;

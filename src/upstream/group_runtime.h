@@ -30,6 +30,7 @@
 #include "tls/client_context.h"
 #include "tls/stream.h"
 #include "upstream/balancer.h"
+#include "upstream/operator_state.h"
 
 namespace peregrine::upstream {
 
@@ -180,9 +181,17 @@ class GroupRuntime {
   // This worker's figures for a server (metrics/metrics.h) and the last health-check result.
   metrics::UpstreamServerCounters& counters(size_t server) { return *counters_[server]; }
   void record_check(size_t server, bool ok) {
-    counters_[server]->last_check_seconds.set(clock_.wall_seconds);
-    counters_[server]->last_check_ok.set(ok);
+    metrics::UpstreamServerCounters& c = *counters_[server];
+    c.last_check_seconds.set(clock_.wall_seconds);
+    c.last_check_ok.set(ok);
+    c.check_history[c.checks.get() % c.kCheckHistory].set(clock_.wall_seconds * 2 + ok);
+    c.checks.add();
   }
+
+  // The admin's drain/disable/enable (operator_state.h): reads the process-wide table for every
+  // server of this group and applies what changed. Called when the table changes and at build.
+  void apply_operator_states();
+  OperatorState operator_state(size_t server) const { return operator_[server]; }
 
  private:
   struct Slots {
@@ -206,6 +215,7 @@ class GroupRuntime {
   Waiter* queue_head_ = nullptr;
   Waiter* queue_tail_ = nullptr;
   size_t queued_ = 0;
+  std::vector<OperatorState> operator_;  // per server
   // Metrics blocks live as long as the process; in-flight, idle and queue gauges move by deltas
   // because the runtime of the previous snapshot may still be finishing on the same worker.
   std::vector<metrics::UpstreamServerCounters*> counters_;

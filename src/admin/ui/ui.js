@@ -439,11 +439,11 @@ async function testRoute(event) {
   const out = $('route-test-result');
   try {
     const r = await api('/api/route-test?' + q);
-    out.textContent = `site ${r.site}, route #${r.route} (${r.match}), handler ${r.handler}` + (r.status ? `, status ${r.status}` : '');
-    if (routesData) {
-      const si = (routesData.sites || []).findIndex((s) => (s.names || []).includes(r.site) || ((s.names || [])[0] || '_') === r.site);
-      renderRoutes({ si, ri: r.route });
-    }
+    // `site` and `route` are indices into /api/routes; `site_names` names the site.
+    const siteName = (r.site_names || []).join(', ') || '(default)';
+    const which = r.route === null ? 'no route' : `route #${r.route} (${r.match}), handler ${r.handler}`;
+    out.textContent = `site ${siteName}, ${which}` + (r.status ? `, status ${r.status}` : '');
+    if (routesData) renderRoutes({ si: r.site, ri: r.route });
   } catch (e) {
     out.textContent = e.status === 404 && !(e.body && e.body.site)
       ? `${e.message} (404)` : `Error ${e.status}: ${e.message}`;

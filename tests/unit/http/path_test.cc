@@ -270,5 +270,15 @@ TEST(PathIsNormal, AgreesWithNormalizePath) {
   EXPECT_FALSE(path_is_normal("x"));
 }
 
+TEST(PercentDecode, QueryValuesAndSegments) {
+  EXPECT_EQ(percent_decode("unix:%2Frun%2Fa.sock", false), "unix:/run/a.sock");
+  EXPECT_EQ(percent_decode("a+b%20c", true), "a b c");
+  EXPECT_EQ(percent_decode("a+b", false), "a+b");
+  EXPECT_EQ(percent_decode("", false), "");
+  EXPECT_FALSE(percent_decode("%", false));
+  EXPECT_FALSE(percent_decode("x%4", false));
+  EXPECT_FALSE(percent_decode("%g1", false));
+}
+
 }  // namespace
 }  // namespace peregrine::http

@@ -120,6 +120,52 @@ TEST(MetricsGather, UpstreamStateIsDownOnlyWhenEveryWorkerSeesItDown) {
   EXPECT_STREQ(gather(registry, 0, 2000).upstream_servers[0].state, "up");
 }
 
+TEST(MetricsGather, OperatorStateWinsAndHistoryMergesWorkersNewestFirst) {
+  if (!kEnabled) GTEST_SKIP() << "built with PEREGRINE_METRICS=OFF";
+  Registry registry;
+  UpstreamServerCounters* a1 = registry.add_worker().upstream_server("g", "a", false);
+  UpstreamServerCounters* a2 = registry.add_worker().upstream_server("g", "a", false);
+  a1->probe_down.set(1);
+  a2->probe_down.set(1);
+  EXPECT_STREQ(gather(registry, 0, 0).upstream_servers[0].state, "down");
+  a1->operator_state.set(1);
+  EXPECT_STREQ(gather(registry, 0, 0).upstream_servers[0].state, "drained");
+  a2->operator_state.set(2);
+  EXPECT_STREQ(gather(registry, 0, 0).upstream_servers[0].state, "disabled");
+
+  // As GroupRuntime::record_check writes: seconds * 2 + ok into a ring of kCheckHistory.
+  auto record = [](UpstreamServerCounters* c, int64_t seconds, bool ok) {
+    c->check_history[c->checks.get() % c->kCheckHistory].set(seconds * 2 + ok);
+    c->checks.add();
+  };
+  for (int64_t t = 1; t <= 20; ++t) record(a1, 100 + 2 * t, t % 2 == 0);  // 20 > the ring
+  record(a2, 141, false);
+  Snapshot s = gather(registry, 0, 0);
+  const auto& history = s.upstream_servers[0].history;
+  ASSERT_EQ(history.size(), UpstreamServerCounters::kCheckHistory);
+  EXPECT_EQ(history[0].seconds, 141);  // the second worker's one check
+  EXPECT_FALSE(history[0].ok);
+  EXPECT_EQ(history[1].seconds, 140);  // then the first worker's, newest first
+  EXPECT_TRUE(history[1].ok);
+  EXPECT_EQ(history[2].seconds, 138);
+  EXPECT_FALSE(history[2].ok);
+  EXPECT_EQ(history.back().seconds, 112);  // its oldest kept ones fall off the merged list
+  EXPECT_EQ(s.upstream_servers[0].last_check_seconds, 0);  // record() wrote no last check
+
+  // Within one second a failure is the later result, whichever worker had it.
+  a1->last_check_seconds.set(200);
+  a1->last_check_ok.set(1);
+  a2->last_check_seconds.set(200);
+  a2->last_check_ok.set(0);
+  record(a1, 200, true);
+  record(a2, 200, false);
+  s = gather(registry, 0, 0);
+  EXPECT_FALSE(s.upstream_servers[0].last_check_ok);
+  EXPECT_EQ(s.upstream_servers[0].history[0].seconds, 200);
+  EXPECT_FALSE(s.upstream_servers[0].history[0].ok);
+  EXPECT_TRUE(s.upstream_servers[0].history[1].ok);
+}
+
 TEST(MetricsLabels, StatusClassAndProtocol) {
   EXPECT_EQ(status_class(101), 0);
   EXPECT_EQ(status_class(200), 1);
