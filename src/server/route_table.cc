@@ -4,6 +4,7 @@
 #include "admin/handler.h"
 #include "core/strings.h"
 #include "handlers/ajp/ajp_handler.h"
+#include "handlers/application/async_call.h"
 #include "handlers/fastcgi/fastcgi_handler.h"
 #include "handlers/proxy/proxy_handler.h"
 #include "handlers/return/return_handler.h"
@@ -122,7 +123,13 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
           break;
         case config::HandlerKind::kApplication: {
           auto it = registry.find(route.handler_name);
-          if (it == registry.end() || !(handler = it->second())) {
+          if (it != registry.end() && it->second.async) {
+            if (std::shared_ptr<AsyncHandler> app = it->second.async())
+              stream = std::make_shared<application::AsyncAdapter>(std::move(app));
+          } else if (it != registry.end() && it->second.sync) {
+            handler = it->second.sync();
+          }
+          if (!handler && !stream) {
             *error =
                 position(route) + ": no handler named '" + route.handler_name + "' is registered";
             return {};

@@ -45,7 +45,7 @@ config::Site site(std::vector<std::string> hosts) {
 class RouteTableSelect : public ::testing::Test {
  protected:
   RouteTableSelect() : poller_(event::make_epoll_poller()), env_{*poller_, timers_, clock_, 1} {
-    registry_["app"] = [] { return std::make_shared<NamedHandler>(); };
+    registry_["app"].sync = [] { return std::make_shared<NamedHandler>(); };
   }
 
   // Sites: "www.example.com" (routes in this order: /api/ listing GET and POST; the exact
