@@ -46,8 +46,8 @@ class EventStream final : public peregrine::AsyncHandler {
     peregrine::Worker& worker = res.worker();
     stream->timer = worker.every(interval_, [res, stream]() mutable {
       ++stream->n;
-      std::string event = "id: " + std::to_string(stream->n) + "\ndata: {\"n\": " +
-                          std::to_string(stream->n) +
+      std::string event = "id: " + std::to_string(stream->n) +
+                          "\ndata: {\"n\": " + std::to_string(stream->n) +
                           ", \"worker\": " + std::to_string(res.worker().id()) + "}\n\n";
       // A slow reader (kFull) just misses nothing: the bytes are queued; the timer goes on.
       res.send(event);

@@ -141,10 +141,9 @@ void timers(const Request&, AsyncResponse res) {
   w.after(150ms, [res, state, cancelled, twice]() mutable {
     text(res, 200,
          "soon=" + std::to_string(state->soon) + " once=" + std::to_string(state->once) +
-             " every=" + std::to_string(state->every) +
-             " cancelled=" + std::to_string(state->cancelled) +
-             " cancel=" + (cancelled ? "true" : "false") + " again=" + (twice ? "true" : "false") +
-             "\n");
+             " every=" + std::to_string(state->every) + " cancelled=" +
+             std::to_string(state->cancelled) + " cancel=" + (cancelled ? "true" : "false") +
+             " again=" + (twice ? "true" : "false") + "\n");
   });
 }
 

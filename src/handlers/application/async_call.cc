@@ -7,10 +7,7 @@
 namespace peregrine::detail {
 
 Call::Call(const Request& request, handlers::Downstream& downstream, Worker& worker)
-    : request_(&request),
-      downstream_(&downstream),
-      worker_(worker),
-      has_body_(request.has_body()) {
+    : request_(&request), downstream_(&downstream), worker_(worker), has_body_(request.has_body()) {
   add_ref();  // the link: the connection holds us until the exchange ends
 }
 
@@ -421,8 +418,7 @@ void Task::promise_type::unhandled_exception() noexcept {
 
 namespace peregrine::application {
 
-handlers::Exchange* AsyncAdapter::start(const Request& request,
-                                        handlers::Downstream& downstream) {
+handlers::Exchange* AsyncAdapter::start(const Request& request, handlers::Downstream& downstream) {
   Worker* worker = this_worker();
   if (!worker) {  // only a worker thread starts exchanges; a test harness without one gets this
     downstream.fail(500);
