@@ -242,6 +242,74 @@ class AsyncHttp1Test(AsyncOverBothProtocols, ServerTestCase):
 class AsyncH2cTest(AsyncOverBothProtocols, ServerTestCase):
     HTTP2 = True
 
+    def h2_client(self):
+        """A raw h2c connection through python3-h2 (flow control in the test's hands)."""
+        try:
+            import h2.config
+            import h2.connection
+        except ImportError:
+            self.skipTest("python3-h2 is not installed")
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        self.addCleanup(sock.close)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        sock.sendall(conn.data_to_send())
+        return sock, conn
+
+    def h2_get(self, sock, conn, path):
+        stream = conn.get_next_available_stream_id()
+        conn.send_headers(stream, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                                   (":authority", "localhost")], end_stream=True)
+        sock.sendall(conn.data_to_send())
+        return stream
+
+    def pump(self, sock, conn, seconds):
+        """Reads frames for `seconds` without opening any window: (body bytes, events)."""
+        import h2.events
+        got, events = 0, []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                data = sock.recv(65536)
+            except socket.timeout:
+                break
+            if not data:
+                break
+            for e in conn.receive_data(data):
+                events.append(e)
+                if isinstance(e, h2.events.DataReceived):
+                    got += len(e.data)
+            sock.sendall(conn.data_to_send())
+        return got, events
+
+    def test_slow_stream_back_pressure(self):
+        # The client never opens its window: the server can send the stream's first 64 KiB and
+        # must hold the rest by suspending the coroutine, not by queueing 200 MiB.
+        sock, conn = self.h2_client()
+        base = rss_kib(self.srv.pid)
+        self.h2_get(sock, conn, "/async/big?mb=200")
+        got, _ = self.pump(sock, conn, 1.5)
+        self.assertLessEqual(got, 65535)
+        grown = rss_kib(self.srv.pid) - base
+        self.assertLess(grown, 16 * 1024, f"server RSS grew by {grown} KiB for a stalled stream")
+        self.assert_serving(self.srv, "/async/stats")
+
+    def test_stream_reset_cancels(self):
+        # RST_STREAM on one stream: its handler sees the cancel; the connection stays usable.
+        import h2.events
+        sock, conn = self.h2_client()
+        before = self.stats()
+        stream = self.h2_get(sock, conn, "/async/wait?ms=30000")
+        self.pump(sock, conn, 0.3)
+        conn.reset_stream(stream)
+        sock.sendall(conn.data_to_send())
+        self.wait_for(lambda: self.stats() == before + 1, timeout=5, msg="the reset cancelled it")
+        stream = self.h2_get(sock, conn, "/async/wait?ms=10")
+        _, events = self.pump(sock, conn, 1.0)
+        bodies = [e.data for e in events if isinstance(e, h2.events.DataReceived)]
+        self.assertEqual(b"".join(bodies), b"waited\n")
+
     def test_many_streams_on_one_connection(self):
         urls = []
         for i in range(10):
