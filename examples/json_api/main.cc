@@ -12,13 +12,12 @@
 // Usage: json_api [--listen ADDR] [--workers N]
 #include <charconv>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 
+#include "../common/command_line.h"
 #include "peregrine/async.h"
 #include "peregrine/server.h"
 
@@ -171,16 +170,7 @@ peregrine::Task handle(const Request& request, AsyncResponse res, Store& store) 
 
 int main(int argc, char** argv) {
   peregrine::Server server;
-  bool listened = false;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--listen") == 0) {
-      server.listen(argv[i + 1]);
-      listened = true;
-    } else if (std::strcmp(argv[i], "--workers") == 0) {
-      server.workers(std::atoi(argv[i + 1]));
-    }
-  }
-  if (!listened) server.listen("127.0.0.1:8080");
+  examples::apply_command_line(server, argc, argv);
   static Store store;  // outlives every coroutine: they hold a reference to it
   server.route_async("/api/", [](const Request& request, AsyncResponse res) {
     handle(request, std::move(res), store);

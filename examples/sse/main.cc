@@ -9,10 +9,10 @@
 //
 // Usage: sse [--listen ADDR] [--workers N] [--interval-ms MS]
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 
+#include "../common/command_line.h"
 #include "peregrine/async.h"
 #include "peregrine/server.h"
 #include "peregrine/worker.h"
@@ -72,19 +72,10 @@ class EventStream final : public peregrine::AsyncHandler {
 
 int main(int argc, char** argv) {
   peregrine::Server server;
-  bool listened = false;
+  auto options = examples::apply_command_line(server, argc, argv);
   auto interval = std::chrono::milliseconds(1000);
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--listen") == 0) {
-      server.listen(argv[i + 1]);
-      listened = true;
-    } else if (std::strcmp(argv[i], "--workers") == 0) {
-      server.workers(std::atoi(argv[i + 1]));
-    } else if (std::strcmp(argv[i], "--interval-ms") == 0) {
-      interval = std::chrono::milliseconds(std::max(1, std::atoi(argv[i + 1])));
-    }
-  }
-  if (!listened) server.listen("127.0.0.1:8080");
+  if (options.count("--interval-ms"))
+    interval = std::chrono::milliseconds(std::max(1, std::atoi(options["--interval-ms"].c_str())));
   auto stream = std::make_shared<EventStream>(interval);
   server.route_async("/events", stream).route_async("/stats", stream);
   return server.run();

@@ -7,10 +7,9 @@
 //
 // Usage: stream [--listen ADDR] [--workers N]
 #include <charconv>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
+#include "../common/command_line.h"
 #include "peregrine/async.h"
 #include "peregrine/server.h"
 
@@ -50,16 +49,7 @@ peregrine::Task countdown(const peregrine::Request& request, peregrine::AsyncRes
 
 int main(int argc, char** argv) {
   peregrine::Server server;
-  bool listened = false;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--listen") == 0) {
-      server.listen(argv[i + 1]);
-      listened = true;
-    } else if (std::strcmp(argv[i], "--workers") == 0) {
-      server.workers(std::atoi(argv[i + 1]));
-    }
-  }
-  if (!listened) server.listen("127.0.0.1:8080");
+  examples::apply_command_line(server, argc, argv);
   server.route_async("/countdown", countdown);
   return server.run();
 }

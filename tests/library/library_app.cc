@@ -7,13 +7,12 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 
+#include "../../examples/common/command_line.h"
 #include "peregrine/async.h"
 #include "peregrine/server.h"
 #include "peregrine/worker.h"
@@ -214,26 +213,14 @@ std::shared_ptr<peregrine::Handler> counted_factory() {
 
 int main(int argc, char** argv) {
   peregrine::Server server;
-  bool listened = false;
-  const char* config = nullptr;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--listen") == 0) {
-      server.listen(argv[i + 1]);
-      listened = true;
-    } else if (std::strcmp(argv[i], "--workers") == 0) {
-      server.workers(std::atoi(argv[i + 1]));
-    } else if (std::strcmp(argv[i], "--config") == 0) {
-      config = argv[i + 1];
-    }
-  }
+  auto options = examples::apply_command_line(server, argc, argv);
   server.register_handler("hello", [] { return std::make_shared<Greeter>("hello\n"); })
       .register_handler("counted", counted_factory)
       .register_handler("bye", [] { return std::make_shared<Greeter>("bye\n"); })
       .register_async_handler("async", [] { return std::make_shared<AsyncRoutes>(); });
-  if (config) {
-    server.config_file(config);
+  if (options.count("--config")) {
+    server.config_file(options["--config"]);  // its listen addresses replace the command line's
   } else {
-    if (!listened) server.listen("127.0.0.1:8080");
     server.route_factory("/counted", counted_factory)
         .route_async_factory("/async/", [] { return std::make_shared<AsyncRoutes>(); })
         .route_async("/lambda",
