@@ -371,6 +371,11 @@ void Worker::run() {
     if (draining_ && (connection_count_ == 0 || clock_.monotonic_ms >= drain_deadline_ms_)) break;
   }
   stop_now();
+  // The connections just closed cancelled their exchanges: let the application see it (waiting
+  // coroutines resume cancelled and free their frames) before the worker goes. Bounded: an
+  // application that keeps scheduling after(0) work cannot hold the stop.
+  for (int i = 0; i < 8 && app_.next_in(clock_.monotonic_ms) == 0; ++i)
+    app_.run(clock_.monotonic_ms);
   event::dispose_pending();
   free_closed();
   sample_connections();
