@@ -245,5 +245,26 @@ TEST_F(AsyncCallTest, FinishWithoutStreamingIsACompleteResponse) {
   EXPECT_EQ(res.send("x"), IoStatus::kCancelled);  // ended: nothing more goes out
 }
 
+TEST_F(AsyncCallTest, CallbackSendFullThenOnWritable) {
+  detail::Call* call = start();
+  Ref<detail::Call> keep(call);
+  AsyncResponse res(call);
+  int writable = 0;
+  res.on_writable([&] {
+    ++writable;
+    EXPECT_EQ(res.send("more"), IoStatus::kOk);
+    res.finish();
+  });
+  downstream_.full = true;
+  EXPECT_EQ(res.send("first"), IoStatus::kFull);
+  downstream_.full = false;
+  call->on_writable();
+  EXPECT_EQ(writable, 1);
+  EXPECT_EQ(downstream_.events,
+            (std::vector<std::string>{"head 200 -1", "body first", "body more", "finish"}));
+  call->on_writable();  // after the end: nothing runs
+  EXPECT_EQ(writable, 1);
+}
+
 }  // namespace
 }  // namespace peregrine
