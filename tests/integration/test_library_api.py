@@ -227,6 +227,26 @@ class AsyncHttp1Test(AsyncOverBothProtocols, ServerTestCase):
         self.assertEqual(remaining, 0)
         self.assertLess(rss_kib(self.srv.pid) - base, 32 * 1024)
 
+    def test_upgrade_then_raw_bytes_both_ways(self):
+        # 101 makes the exchange a tunnel: the coroutine reads and writes the raw connection.
+        c = self.raw(self.port)
+        c.send(build_request("GET", "/async/upgrade", {"Connection": "Upgrade", "Upgrade": "echo"}))
+        head = c.read_head()
+        self.assertEqual(head[1], 101)
+        for message in (b"hello", b"x" * 100000, b"\x00\xff binary"):
+            c.send(message)
+            got = bytes(c.buf)
+            c.buf = bytearray()
+            while len(got) < len(message):
+                self.assertTrue(c._fill(), "closed early")
+                got += bytes(c.buf)
+                c.buf = bytearray()
+            self.assertEqual(got, message)
+        c.sock.shutdown(socket.SHUT_WR)  # the client is done: the handler finishes, we see EOF
+        self.assertEqual(c.read_until_close(), b"")
+        status, _, _ = self.get(self.port, "/async/upgrade")  # no Upgrade header
+        self.assertEqual(status, 426)
+
     def test_disconnect_during_body_upload(self):
         # The client leaves in the middle of its body: the handler's read resumes cancelled.
         before = self.stats()

@@ -153,6 +153,12 @@ bool Call::start(int64_t content_length) {
   if (done_) return false;
   if (head_sent_) return true;
   head_sent_ = true;
+  if (response_.status() == 101) {
+    // A tunnel: whatever the request said, the client's raw bytes follow from now on, until it
+    // closes its sending side (the last piece).
+    has_body_ = true;
+    body_ended_ = false;
+  }
   if (!downstream_->send_head(response_, content_length)) {
     Ref<Call> keep(this);
     end(true);
