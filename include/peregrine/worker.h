@@ -33,7 +33,7 @@ class Worker {
   // ran (once) or was cancelled.
   virtual bool cancel(TimerId id) = 0;
 
-  // ---- From any thread ----
+  // ---- From any thread (while Server::run() serves: the workers go when it returns) ----
   // Runs `f` on this worker's thread, between two events. Functions posted by one thread to
   // one worker run in the order posted. A worker that stops drops what it has not run.
   virtual void post(Function f) = 0;
