@@ -152,7 +152,8 @@ class AsyncResponse {
   // ---- The response ----
   // Status and headers (and, for respond(), the body) of the answer.
   Response& response();
-  // Sends response() complete, Content-Length set. Ends the exchange.
+  // Sends response() complete, Content-Length set (after start(): the same as finish()). Ends
+  // the exchange.
   void respond();
   // Sends response()'s head now (its body, if any, goes with it); `content_length` < 0: unknown
   // (chunked to HTTP/1.1, DATA frames to HTTP/2). False when the client is gone.

@@ -144,6 +144,10 @@ BodyPiece Call::read_take() {
 
 void Call::respond() {
   if (done_) return;
+  if (head_sent_) {  // the head is out: a second one would corrupt the stream
+    finish();
+    return;
+  }
   Ref<Call> keep(this);
   downstream_->respond(response_);
   end(false);

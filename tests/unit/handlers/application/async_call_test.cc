@@ -245,6 +245,15 @@ TEST_F(AsyncCallTest, FinishWithoutStreamingIsACompleteResponse) {
   EXPECT_EQ(res.send("x"), IoStatus::kCancelled);  // ended: nothing more goes out
 }
 
+TEST_F(AsyncCallTest, RespondAfterTheHeadOnlyFinishes) {
+  detail::Call* call = start();
+  Ref<detail::Call> keep(call);
+  AsyncResponse res(call);
+  ASSERT_TRUE(res.start());
+  res.respond();
+  EXPECT_EQ(downstream_.events, (std::vector<std::string>{"head 200 -1", "finish"}));
+}
+
 TEST_F(AsyncCallTest, CallbackSendFullThenOnWritable) {
   detail::Call* call = start();
   Ref<detail::Call> keep(call);
