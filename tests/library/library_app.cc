@@ -172,22 +172,12 @@ void post_all(const Request&, AsyncResponse res) {
 
 // 101 Switching Protocols, then an echo of the connection's raw bytes until the client closes its
 // sending side: what the WebSocket endpoints build on.
-Task upgrade(const Request& request, AsyncResponse res) {
-  if (!request.upgrade) {
-    text(res, 426, "upgrade required\n");
-    co_return;
-  }
+void upgrade(const Request& request, AsyncResponse res) {
+  if (!request.upgrade) return text(res, 426, "upgrade required\n");
   res.response().set_status(101);
   res.response().add_header("Upgrade", "echo");
   res.response().add_header("Connection", "Upgrade");
-  if (!res.start()) co_return;
-  for (;;) {
-    peregrine::BodyPiece piece = co_await res.read();
-    if (piece.cancelled) co_return;
-    if (!piece.bytes.empty() && co_await res.write(piece.bytes) != IoStatus::kOk) co_return;
-    if (piece.last) break;
-  }
-  res.finish();
+  if (res.start()) echo(request, std::move(res));  // the tunnel's bytes: the same loop
 }
 
 // A handler that forgets to answer: the server answers 500 for it.
@@ -205,7 +195,7 @@ class AsyncRoutes final : public peregrine::AsyncHandler {
     if (p == "/async/timers") return timers(request, std::move(res));
     if (p == "/async/post_all") return post_all(request, std::move(res));
     if (p == "/async/forget") return forgetful(request, std::move(res));
-    if (p == "/async/upgrade") return (void)upgrade(request, std::move(res));
+    if (p == "/async/upgrade") return upgrade(request, std::move(res));
     if (p == "/async/stats")
       return text(res, 200, "cancelled=" + std::to_string(cancelled_waits.load()) + "\n");
     text(res, 404, "no such async route\n");
