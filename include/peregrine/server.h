@@ -10,12 +10,16 @@
 //
 // Handlers run on the worker threads (one per core by default), several at once: a handler
 // must be thread-safe, or be registered with a factory so each worker gets its own instance.
+// Asynchronous handlers (peregrine/async.h) answer later from the worker's loop: callbacks or
+// C++20 coroutines, streamed bodies both ways, timers and cross-worker posts
+// (peregrine/worker.h). See docs/library.md.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "peregrine/async.h"
 #include "peregrine/handler.h"
 #include "peregrine/request.h"
 #include "peregrine/response.h"
@@ -26,6 +30,9 @@ class Server {
  public:
   using HandlerFunction = std::function<void(const Request&, Response&)>;
   using HandlerFactory = std::function<std::shared_ptr<Handler>()>;
+  // Also takes a coroutine: a function returning peregrine::Task.
+  using AsyncFunction = std::function<void(const Request&, AsyncResponse)>;
+  using AsyncHandlerFactory = std::function<std::shared_ptr<AsyncHandler>()>;
 
   Server();
   ~Server();
@@ -42,10 +49,17 @@ class Server {
   Server& route(std::string prefix, HandlerFunction function);
   Server& route_factory(std::string prefix, HandlerFactory factory);
   Server& static_files(std::string prefix, std::string root);  // serve a directory
+  // Asynchronous routes. The request body is streamed to the handler (AsyncResponse::read or
+  // on_body), never buffered in request.body. A factory runs once per worker (at start and on
+  // each reload of a config file), on that worker's thread.
+  Server& route_async(std::string prefix, AsyncFunction function);
+  Server& route_async(std::string prefix, std::shared_ptr<AsyncHandler> handler);
+  Server& route_async_factory(std::string prefix, AsyncHandlerFactory factory);
 
   // ---- Or from a TOML file, whose `handler = "NAME"` routes name handlers registered here ----
   Server& config_file(std::string path);
   Server& register_handler(std::string name, HandlerFactory factory);
+  Server& register_async_handler(std::string name, AsyncHandlerFactory factory);
 
   // Whether run() handles SIGTERM/SIGINT/SIGQUIT/SIGHUP/SIGUSR1 (default: yes).
   Server& handle_signals(bool enabled);

@@ -6,6 +6,7 @@
 #include "admin/log_tail.h"
 #include "core/strings.h"
 #include "handlers/ajp/ajp_handler.h"
+#include "handlers/application/async_call.h"
 #include "handlers/fastcgi/fastcgi_handler.h"
 #include "handlers/proxy/proxy_handler.h"
 #include "handlers/return/return_handler.h"
@@ -135,7 +136,13 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
           break;
         case config::HandlerKind::kApplication: {
           auto it = registry.find(route.handler_name);
-          if (it == registry.end() || !(handler = it->second())) {
+          if (it != registry.end() && it->second.async) {
+            if (std::shared_ptr<AsyncHandler> app = it->second.async())
+              stream = std::make_shared<application::AsyncAdapter>(std::move(app));
+          } else if (it != registry.end() && it->second.sync) {
+            handler = it->second.sync();
+          }
+          if (!handler && !stream) {
             *error =
                 position(route) + ": no handler named '" + route.handler_name + "' is registered";
             return {};

@@ -32,8 +32,13 @@
 namespace peregrine::server {
 
 // Application handlers an embedding program registered by name. Each worker calls the factory
-// once per route that names it; returning one shared, thread-safe instance is fine.
-using HandlerRegistry = std::map<std::string, Server::HandlerFactory, std::less<>>;
+// once per route that names it; returning one shared, thread-safe instance is fine. One of the
+// two is set: a synchronous Handler, or an AsyncHandler (run through application::AsyncAdapter).
+struct RegisteredHandler {
+  Server::HandlerFactory sync;
+  Server::AsyncHandlerFactory async;
+};
+using HandlerRegistry = std::map<std::string, RegisteredHandler, std::less<>>;
 
 struct RouteRuntime {
   const config::Route* config;

@@ -25,6 +25,17 @@ class FunctionHandler final : public Handler {
   Server::HandlerFunction f_;
 };
 
+class AsyncFunctionHandler final : public AsyncHandler {
+ public:
+  explicit AsyncFunctionHandler(Server::AsyncFunction f) : f_(std::move(f)) {}
+  void handle(const Request& request, AsyncResponse response) override {
+    f_(request, std::move(response));
+  }
+
+ private:
+  Server::AsyncFunction f_;
+};
+
 }  // namespace
 
 struct Server::Impl {
@@ -117,7 +128,20 @@ Server& Server::route(std::string prefix, HandlerFunction function) {
 }
 Server& Server::route_factory(std::string prefix, HandlerFactory factory) {
   std::string name = "route#" + std::to_string(impl_->routes.size());
-  impl_->registry[name] = std::move(factory);
+  impl_->registry[name] = {std::move(factory), nullptr};
+  impl_->routes.push_back({std::move(prefix), name, {}});
+  return *this;
+}
+Server& Server::route_async(std::string prefix, AsyncFunction function) {
+  return route_async(std::move(prefix),
+                     std::make_shared<AsyncFunctionHandler>(std::move(function)));
+}
+Server& Server::route_async(std::string prefix, std::shared_ptr<AsyncHandler> handler) {
+  return route_async_factory(std::move(prefix), [handler] { return handler; });
+}
+Server& Server::route_async_factory(std::string prefix, AsyncHandlerFactory factory) {
+  std::string name = "route#" + std::to_string(impl_->routes.size());
+  impl_->registry[name] = {nullptr, std::move(factory)};
   impl_->routes.push_back({std::move(prefix), name, {}});
   return *this;
 }
@@ -130,7 +154,11 @@ Server& Server::config_file(std::string path) {
   return *this;
 }
 Server& Server::register_handler(std::string name, HandlerFactory factory) {
-  impl_->registry[std::move(name)] = std::move(factory);
+  impl_->registry[std::move(name)] = {std::move(factory), nullptr};
+  return *this;
+}
+Server& Server::register_async_handler(std::string name, AsyncHandlerFactory factory) {
+  impl_->registry[std::move(name)] = {nullptr, std::move(factory)};
   return *this;
 }
 Server& Server::handle_signals(bool enabled) {

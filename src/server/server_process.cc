@@ -905,6 +905,7 @@ int ServerProcess::run() {
     // Started by an upgrade, the pid file is written only once serving, so that a new binary
     // that fails leaves the old process's file alone.
     if (status == 0 && ready_fd_ < 0) write_pid_file();
+    for (auto& worker : pool) worker->set_peers(&pool);  // post_to()/post_all() reach them all
     if (status == 0 && !drop_privileges(&error)) {
       LOG_ERROR("%s", error.c_str());
       status = 1;

@@ -37,9 +37,10 @@ class Worker::Mailbox final : public event::Pollable {
   }
 
   std::mutex mutex;
-  std::shared_ptr<const config::Config> config;  // guarded by mutex
-  int stop = 0;                                  // 1 graceful, 2 now; guarded by mutex
-  bool operator_states = false;                  // guarded by mutex
+  std::shared_ptr<const config::Config> config;     // guarded by mutex
+  int stop = 0;                                     // 1 graceful, 2 now; guarded by mutex
+  bool operator_states = false;                     // guarded by mutex
+  std::vector<peregrine::Worker::Function> posted;  // guarded by mutex
 
  private:
   Worker& worker_;
@@ -88,6 +89,7 @@ Worker::Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config
       log_writer_(log_writer),
       total_workers_(total_workers),
       mailbox_(std::make_unique<Mailbox>(*this)),
+      app_(this, id, total_workers, clock_),
       // Room for the largest head the parser accepts plus some body bytes behind it. A reload
       // that raises max_header_bytes takes effect for heads up to this size (restart for more).
       buffers_(config->limits.max_header_bytes + 4096),
@@ -100,7 +102,8 @@ Worker::Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config
     listeners_.push_back(std::make_unique<Listener>(*this, listen_fds[i], options));
   }
   clock_.update();
-  metrics::Bind bind(metrics_);  // the table's blocks of figures are this worker's
+  metrics::Bind bind(metrics_);   // the table's blocks of figures are this worker's
+  AppWorker::Scope scope(&app_);  // application factories may set up this worker's timers
   routes_ = RouteTable::build(std::move(config), env(), registry_, log_writer_, &error_);
   if (!routes_) return;
   scratch_output_.bytes().reserve(64 * 1024);
@@ -164,17 +167,28 @@ void Worker::post_operator_states() {
   mailbox_->wake();
 }
 
+void Worker::post_function(peregrine::Worker::Function f) {
+  {
+    std::lock_guard lock(mailbox_->mutex);
+    mailbox_->posted.push_back(std::move(f));
+  }
+  mailbox_->wake();
+}
+
 void Worker::handle_mail() {
   std::shared_ptr<const config::Config> config;
   int stop;
   bool operator_states;
+  std::vector<peregrine::Worker::Function> posted;
   {
     std::lock_guard lock(mailbox_->mutex);
     config = std::move(mailbox_->config);
     stop = mailbox_->stop;
     operator_states = std::exchange(mailbox_->operator_states, false);
+    posted.swap(mailbox_->posted);
   }
   if (operator_states) routes_->apply_operator_states();
+  for (auto& f : posted) f();
   if (config) {
     std::string error;
     Ref<RouteTable> table = RouteTable::build(config, env(), registry_, log_writer_, &error);
@@ -293,6 +307,7 @@ void Worker::run_timers() {
     while (event::TimerNode* node = list->pop_expired(now)) node->owner->on_timeout();
   }
   upstream_timers.run(now);
+  app_.run(now);
 }
 
 void Worker::start_drain() {
@@ -339,6 +354,7 @@ void Worker::sample_connections() {
 
 void Worker::run() {
   metrics::Bind bind(metrics_);
+  AppWorker::Scope scope(&app_);
   for (auto& l : listeners_) {
     // A unix-socket listener is one socket shared by every worker (TCP ones are per worker,
     // SO_REUSEPORT): without kExclusive each connection would wake them all.
@@ -357,6 +373,8 @@ void Worker::run() {
     }
     int64_t next = upstream_timers.next_in(clock_.monotonic_ms);
     if (next >= 0 && next < timeout) timeout = next;
+    next = app_.next_in(clock_.monotonic_ms);
+    if (next >= 0 && next < timeout) timeout = next;
     int n = poller_->wait(static_cast<int>(timeout), events, kEvents);
     clock_.update();
     if (clock_.wall_seconds != date_second_) {
@@ -374,6 +392,11 @@ void Worker::run() {
     if (draining_ && (connection_count_ == 0 || clock_.monotonic_ms >= drain_deadline_ms_)) break;
   }
   stop_now();
+  // The connections just closed cancelled their exchanges: let the application see it (waiting
+  // coroutines resume cancelled and free their frames) before the worker goes. Bounded: an
+  // application that keeps scheduling after(0) work cannot hold the stop.
+  for (int i = 0; i < 8 && app_.next_in(clock_.monotonic_ms) == 0; ++i)
+    app_.run(clock_.monotonic_ms);
   event::dispose_pending();
   free_closed();
   sample_connections();

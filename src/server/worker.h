@@ -16,6 +16,8 @@
 #include "metrics/metrics.h"
 #include "peregrine/request.h"
 #include "peregrine/response.h"
+#include "peregrine/worker.h"
+#include "server/app_worker.h"
 #include "server/output_queue.h"
 #include "server/route_table.h"
 #include "tls/stream.h"
@@ -85,6 +87,11 @@ class Worker {
   void post_stop(bool graceful);
   // The admin changed an upstream server's state (upstream/operator_state.h).
   void post_operator_states();
+  void post_function(peregrine::Worker::Function f);  // runs on this worker's thread
+
+  // The application's timers and mailbox (peregrine::this_worker() on this thread).
+  AppWorker& app() { return app_; }
+  void set_peers(const std::vector<std::unique_ptr<Worker>>* peers) { app_.set_peers(peers); }
 
   // ---- Used by connections and listeners (worker thread only) ----
   void accept_from(Listener& listener);
@@ -139,6 +146,7 @@ class Worker {
   int total_workers_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   std::unique_ptr<Mailbox> mailbox_;
+  AppWorker app_;
   BufferPool buffers_;
   OutputQueue scratch_output_;
   Request scratch_request_;

@@ -45,7 +45,7 @@ config::Site site(std::vector<std::string> hosts) {
 class RouteTableSelect : public ::testing::Test {
  protected:
   RouteTableSelect() : poller_(event::make_epoll_poller()), env_{*poller_, timers_, clock_, 1} {
-    registry_["app"] = [] { return std::make_shared<NamedHandler>(); };
+    registry_["app"].sync = [] { return std::make_shared<NamedHandler>(); };
   }
 
   // Sites: "www.example.com" (routes in this order: /api/ listing GET and POST; the exact
@@ -290,6 +290,50 @@ TEST_F(RouteTableSelect, ErrorBodyWithoutErrorPagesIsTheDefaultPage) {
   EXPECT_NE(response.owned_bytes(response.segments().at(0)).find("<h1>404 Not Found</h1>"),
             std::string_view::npos);
   EXPECT_NE(response.extra_headers().find("Content-Type: text/html"), std::string_view::npos);
+}
+
+}  // namespace
+}  // namespace peregrine::server
+
+namespace peregrine::server {
+namespace {
+
+class NoopAsync final : public AsyncHandler {
+ public:
+  void handle(const Request&, AsyncResponse) override {}
+};
+
+// A registered name is built as what it was registered as: a sync Handler, or an
+// AsyncHandler behind a StreamHandler; an unknown name, or a factory returning null, is an error.
+TEST_F(RouteTableSelect, RegisteredNamesBuildSyncOrAsyncRoutes) {
+  registry_["events"].async = [] { return std::make_shared<NoopAsync>(); };
+  registry_["null"].async = [] { return std::shared_ptr<AsyncHandler>(); };
+  auto cfg = std::make_shared<config::Config>();
+  config::Site only = site({"x"});
+  only.routes.push_back(app_route(config::MatchKind::kPrefix, "/sync/"));
+  only.routes.push_back(app_route(config::MatchKind::kPrefix, "/"));
+  only.routes.back().handler_name = "events";
+  cfg->sites = {only};
+  std::string error;
+  table_ = RouteTable::build(cfg, env_, registry_, log_writer_, &error);
+  ASSERT_TRUE(table_) << error;
+  Selection s = table_->select(request("GET", "/sync/a", "x"));
+  ASSERT_EQ(s.status, 0);
+  EXPECT_TRUE(s.route->handler);
+  EXPECT_FALSE(s.route->stream);
+  s = table_->select(request("GET", "/b", "x"));
+  ASSERT_EQ(s.status, 0);
+  EXPECT_FALSE(s.route->handler);
+  EXPECT_TRUE(s.route->stream);
+
+  for (const char* name : {"null", "unknown"}) {
+    cfg->sites[0].routes.back().handler_name = name;
+    error.clear();
+    EXPECT_FALSE(RouteTable::build(cfg, env_, registry_, log_writer_, &error));
+    EXPECT_NE(error.find(std::string("no handler named '") + name + "' is registered"),
+              std::string::npos)
+        << error;
+  }
 }
 
 }  // namespace
