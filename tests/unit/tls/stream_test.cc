@@ -16,24 +16,30 @@
 namespace peregrine::tls {
 namespace {
 
-// A server context with an in-memory self-signed P-256 certificate, and a client context that
+// A self-signed P-256 certificate for `key`, named `common_name`.
+X509* self_signed(EVP_PKEY* key, const char* common_name) {
+  X509* cert = X509_new();
+  X509_set_version(cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), 0);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
+  X509_set_pubkey(cert, key);
+  X509_NAME* name = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(common_name), -1, -1, 0);
+  X509_set_issuer_name(cert, name);
+  X509_sign(cert, key, EVP_sha256());
+  return cert;
+}
+
+// A server context with an in-memory self-signed certificate, and a client context that
 // trusts anything (the test is about the session plumbing, not about verification).
 struct Contexts {
   SSL_CTX* server = SSL_CTX_new(TLS_server_method());
   SSL_CTX* client = SSL_CTX_new(TLS_client_method());
   Contexts() {
     EVP_PKEY* key = EVP_EC_gen("P-256");
-    X509* cert = X509_new();
-    X509_set_version(cert, 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-    X509_gmtime_adj(X509_getm_notBefore(cert), 0);
-    X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-    X509_set_pubkey(cert, key);
-    X509_NAME* name = X509_get_subject_name(cert);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                               reinterpret_cast<const unsigned char*>("localhost"), -1, -1, 0);
-    X509_set_issuer_name(cert, name);
-    X509_sign(cert, key, EVP_sha256());
+    X509* cert = self_signed(key, "localhost");
     SSL_CTX_use_certificate(server, cert);
     SSL_CTX_use_PrivateKey(server, key);
     X509_free(cert);
@@ -115,22 +121,10 @@ TEST(TlsStream, BareEofReadsAsZeroAndGarbageFailsTheHandshakeWithAReason) {
   }
 }
 
-// A self-signed P-256 certificate for the client side, with its key.
+// A client's certificate and key.
 struct ClientIdentity {
   EVP_PKEY* key = EVP_EC_gen("P-256");
-  X509* cert = X509_new();
-  ClientIdentity() {
-    X509_set_version(cert, 2);
-    ASN1_INTEGER_set(X509_get_serialNumber(cert), 7);
-    X509_gmtime_adj(X509_getm_notBefore(cert), 0);
-    X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-    X509_set_pubkey(cert, key);
-    X509_NAME* name = X509_get_subject_name(cert);
-    X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                               reinterpret_cast<const unsigned char*>("client"), -1, -1, 0);
-    X509_set_issuer_name(cert, name);
-    X509_sign(cert, key, EVP_sha256());
-  }
+  X509* cert = self_signed(key, "client");
   ~ClientIdentity() {
     X509_free(cert);
     EVP_PKEY_free(key);
