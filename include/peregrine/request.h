@@ -33,6 +33,23 @@ struct Header {
   std::string_view value;  // leading and trailing whitespace already stripped
 };
 
+// The client connection's TLS session, read by the few handlers that pass its facts on (AJP's
+// SSL attributes). tls::Stream implements it, so this header needs no OpenSSL; a Request points
+// at one only when the client came over TLS, and nothing is computed until a handler asks.
+class TlsSession {
+ public:
+  virtual std::string_view version() const = 0;  // "TLSv1.3"
+  virtual std::string_view cipher() const = 0;   // OpenSSL's name, as mod_ssl's SSL_CIPHER
+  virtual int cipher_bits() const = 0;           // the symmetric key's bits in use
+  // The session id in upper-case hex (mod_ssl's SSL_SESSION_ID); empty when it has none.
+  virtual std::string session_id_hex() const = 0;
+  // The certificate the client presented, in PEM; empty when it presented none.
+  virtual std::string client_certificate_pem() const = 0;
+
+ protected:
+  ~TlsSession() = default;
+};
+
 // Header fields beyond this count get 431; real clients send a dozen or two.
 inline constexpr size_t kMaxHeaders = 100;
 
@@ -86,6 +103,9 @@ struct Request {
   mutable UpstreamNote upstream;
   const sockaddr* local = nullptr;
   socklen_t local_len = 0;
+  // The client connection's TLS session (null on a plain one); it lives as long as the
+  // connection, so a handler reads it while it starts, not after the client may have gone.
+  const TlsSession* tls = nullptr;
 
   std::span<const Header> header_list() const { return {headers, header_count}; }
   // First header with this name, compared case-insensitively.

@@ -81,6 +81,7 @@ void Request::clear() {
   request_id = {};
   remote_user = {};
   upstream = {};
+  tls = nullptr;
   path_storage.clear();
 }
 
@@ -116,6 +117,7 @@ void Request::assign(const Request& other) {
   upstream = other.upstream;
   local = other.local;
   local_len = other.local_len;
+  tls = other.tls;
 }
 
 }  // namespace peregrine

@@ -453,6 +453,7 @@ void Connection::handle_request(size_t head_length) {
   request.peer_len = peer_len_;
   set_socket_peer(request);
   request.secure = tls_ != nullptr;
+  request.tls = tls_.get();
   const config::Config& config = worker_.routes().config();
   // Before select(): allow/deny and limits run inside it and must see the real client.
   if (!config.client_address.trusted_proxies.empty())

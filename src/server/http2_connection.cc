@@ -961,6 +961,7 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
   s.request.socket_peer = socket_peer_len_ ? &socket_peer_.sa : &peer_.sa;
   s.request.socket_peer_len = socket_peer_len_ ? socket_peer_len_ : peer_len_;
   s.request.secure = tls_ != nullptr;  // HTTPS=on, X-Forwarded-Proto, HSTS
+  s.request.tls = tls_.get();
   s.started_ms = worker_.clock().monotonic_ms;
   s.routes = worker_.routes_ref();
   // Before select(): allow/deny and limits run inside it and must see the real client.

@@ -2,6 +2,8 @@
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -122,6 +124,41 @@ std::string_view Stream::alpn() const {
 std::string_view Stream::cipher() const {
   const char* name = SSL_get_cipher_name(ssl_);
   return name ? name : "";
+}
+
+int Stream::cipher_bits() const {
+  const SSL_CIPHER* cipher = SSL_get_current_cipher(ssl_);
+  return cipher ? SSL_CIPHER_get_bits(cipher, nullptr) : 0;
+}
+
+std::string Stream::session_id_hex() const {
+  const SSL_SESSION* session = SSL_get0_session(ssl_);
+  if (session == nullptr) return {};
+  unsigned int length = 0;
+  const unsigned char* id = SSL_SESSION_get_id(session, &length);
+  static constexpr char kDigits[] = "0123456789ABCDEF";
+  std::string hex;
+  hex.reserve(length * 2);
+  for (unsigned int i = 0; i < length; ++i) {
+    hex.push_back(kDigits[id[i] >> 4]);
+    hex.push_back(kDigits[id[i] & 0x0F]);
+  }
+  return hex;
+}
+
+std::string Stream::client_certificate_pem() const {
+  X509* certificate = SSL_get0_peer_certificate(ssl_);
+  if (certificate == nullptr) return {};
+  BIO* memory = BIO_new(BIO_s_mem());
+  std::string pem;
+  if (memory != nullptr && PEM_write_bio_X509(memory, certificate) == 1) {
+    char* data = nullptr;
+    long length = BIO_get_mem_data(memory, &data);
+    if (length > 0) pem.assign(data, static_cast<size_t>(length));
+  }
+  BIO_free(memory);
+  ERR_clear_error();  // a failure here is this request's, not the next one's on the thread
+  return pem;
 }
 
 bool Stream::kernel_send() const {

@@ -17,9 +17,12 @@
 #include <string>
 #include <string_view>
 
+#include "peregrine/request.h"
+
 namespace peregrine::tls {
 
-class Stream {
+// final: the access log's version()/cipher() calls through a Stream stay direct calls.
+class Stream final : public TlsSession {
  public:
   enum class Role : uint8_t { kServer, kClient };
   // null when OpenSSL cannot make a session (out of memory); does not own `fd`.
@@ -44,8 +47,12 @@ class Stream {
 
   // After the handshake: "h2", "http/1.1" or "" (no ALPN).
   std::string_view alpn() const;
-  std::string_view version() const { return SSL_get_version(ssl_); }  // "TLSv1.3"
-  std::string_view cipher() const;
+  std::string_view version() const override { return SSL_get_version(ssl_); }  // "TLSv1.3"
+  std::string_view cipher() const override;
+  // What handlers pass on to a back end (AJP's SSL attributes); see TlsSession.
+  int cipher_bits() const override;
+  std::string session_id_hex() const override;
+  std::string client_certificate_pem() const override;
   bool resumed() const { return SSL_session_reused(ssl_) == 1; }
   // The kernel encrypts what this session sends (kTLS): SSL_sendfile can be used.
   bool kernel_send() const;

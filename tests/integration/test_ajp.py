@@ -177,6 +177,8 @@ class TestAjpBasics(TomcatCase):
         self.assertNotEqual(info["remote_port"], "1")
         self.assertEqual(info["remote_addr"], "127.0.0.1")
         self.assertFalse([k for k in info if k.startswith("attribute.") and "ssl" in k], info)
+        self.assertEqual(info["tls.cipher_suite"], "null")  # a plain client: no SSL attributes
+        self.assertEqual(info["tls.session_id"], "null")
 
     def test_secure_over_tls(self):
         root = self.make_root({"index.html": "x"})
@@ -184,19 +186,57 @@ class TestAjpBasics(TomcatCase):
                                "--access-log", "off", "--tls-self-signed", "--ajp",
                                f"ajp://127.0.0.1:{self.tomcats['node1'].ajp_port}",
                                "--ajp-secret-file", self.secret_file()])
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        c = http.client.HTTPSConnection("127.0.0.1", srv.port, timeout=30, context=context)
-        c.request("GET", "/info.jsp?tls=1")
-        r = c.getresponse()
-        info = parse_info(r.read())
-        c.close()
-        self.assertEqual(r.status, 200)
-        self.assertEqual(info["secure"], "true")
-        self.assertEqual(info["scheme"], "https")
-        self.assertEqual(info["query"], "tls=1")
+        # TLS 1.3, then 1.2 with a 128-bit cipher: different facts, each what this client got.
+        for version, ciphers in ((ssl.TLSVersion.TLSv1_3, None),
+                                 (ssl.TLSVersion.TLSv1_2, "ECDHE+AESGCM+AES128")):
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            context.minimum_version = context.maximum_version = version
+            if ciphers:
+                context.set_ciphers(ciphers)
+                # No ticket: the server names a stateful session in its ServerHello.
+                context.options |= ssl.OP_NO_TICKET
+            c = http.client.HTTPSConnection("127.0.0.1", srv.port, timeout=30, context=context)
+            c.request("GET", "/info.jsp?tls=1")
+            r = c.getresponse()
+            info = parse_info(r.read())
+            cipher, protocol, bits = c.sock.cipher()
+            session = c.sock.session
+            c.close()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(info["secure"], "true")
+            self.assertEqual(info["scheme"], "https")
+            self.assertEqual(info["query"], "tls=1")
+            # mod_jk's SSL attributes: what this client negotiated, as the servlet sees it.
+            self.assertEqual(info["tls.cipher_suite"], cipher)
+            self.assertEqual(info["tls.key_size"], str(bits))
+            self.assertEqual(info["tls.protocol"], protocol)
+            self.assertRegex(info["tls.session_id"], r"^[0-9A-F]{2,64}$")
+            if ciphers:  # TLS 1.2 names the session in the ServerHello; 1.3 keeps it private
+                self.assertEqual((protocol, bits), ("TLSv1.2", 128))
+                self.assertEqual(info["tls.session_id"], session.id.hex().upper())
+            self.assertEqual(info["tls.client_certificates"], "null")  # none was asked for
         del root
+
+    def test_ssl_attributes_over_http2(self):
+        srv = self.start_argv([PEREGRINE_BIN, "--listen", "127.0.0.1:0", "--workers", "1",
+                               "--access-log", "off", "--tls-self-signed", "--ajp",
+                               f"ajp://127.0.0.1:{self.tomcats['node1'].ajp_port}",
+                               "--ajp-secret-file", self.secret_file()])
+        out = subprocess.run(["curl", "-sSkv", "--http2", f"https://127.0.0.1:{srv.port}/info.jsp"],
+                             capture_output=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn(b"ALPN: server accepted h2", out.stderr)
+        # curl: "SSL connection using TLSv1.3 / TLS_AES_256_GCM_SHA384"
+        line = [l for l in out.stderr.decode().splitlines() if "SSL connection using" in l][0]
+        protocol, cipher = [part.strip() for part in line.split("using", 1)[1].split("/")]
+        info = parse_info(out.stdout)
+        self.assertEqual(info["protocol"], "HTTP/2.0")
+        self.assertEqual(info["tls.cipher_suite"], cipher)
+        self.assertEqual(info["tls.protocol"], protocol)
+        self.assertIn(info["tls.key_size"], ("128", "256"))
+        self.assertRegex(info["tls.session_id"], r"^[0-9A-F]{2,64}$")
 
     def secret_file(self):
         path = os.path.join(self.tmp, "ajp.secret")

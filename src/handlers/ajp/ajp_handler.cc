@@ -188,6 +188,16 @@ bool AjpExchange::encode_head() {
   std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   f.server_port = port;
   f.is_ssl = r.secure;
+  std::string session_id, certificate;  // outlive the encoding below
+  if (r.tls != nullptr) {  // mod_jk's SSL attributes; none can come from the client's headers
+    f.ssl_cipher = r.tls->cipher();
+    f.ssl_key_size = r.tls->cipher_bits();
+    f.ssl_protocol = r.tls->version();
+    session_id = r.tls->session_id_hex();
+    f.ssl_session = session_id;
+    certificate = r.tls->client_certificate_pem();
+    f.ssl_cert = certificate;
+  }
   if (!r.remote_user.empty()) {  // basic auth accepted it: getRemoteUser(), as mod_jk passes it
     f.remote_user = r.remote_user;
     f.auth_type = "Basic";

@@ -201,6 +201,10 @@ bool encode_forward_request(const ForwardRequest& r, size_t packet_size, std::st
     w.byte(kAttrRequest);
     ok = w.string("AJP_REMOTE_PORT") && w.string(r.remote_port);
   }
+  if (ok && !r.ssl_protocol.empty()) {  // no code of its own: Tomcat reads this name
+    w.byte(kAttrRequest);
+    ok = w.string("AJP_SSL_PROTOCOL") && w.string(r.ssl_protocol);
+  }
   if (ok && code == kStoredMethod) ok = attribute(w, kAttrStoredMethod, r.method);
   ok = ok && attribute(w, kAttrSecret, r.secret);
   w.byte(kAttrsDone);

@@ -56,10 +56,15 @@ struct ForwardRequest {
   std::string_view remote_user;      // attributes; empty ones are not sent
   std::string_view auth_type;
   std::string_view route;
-  std::string_view ssl_cert;
+  // The client's TLS session, as mod_jk sends mod_ssl's: Tomcat makes them the attributes
+  // jakarta.servlet.request.X509Certificate (from the PEM), .cipher_suite, .ssl_session_id,
+  // .key_size, and org.apache.tomcat.util.net.secure_protocol_version (from the
+  // AJP_SSL_PROTOCOL request attribute).
+  std::string_view ssl_cert;  // PEM
   std::string_view ssl_cipher;
-  std::string_view ssl_session;
-  int ssl_key_size = -1;  // < 0: not sent
+  std::string_view ssl_session;  // hex
+  int ssl_key_size = -1;         // < 0: not sent
+  std::string_view ssl_protocol;
   std::string_view secret;
 };
 

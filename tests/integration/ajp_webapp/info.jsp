@@ -14,6 +14,14 @@
   out.println("server_port=" + request.getServerPort());
   out.println("protocol=" + request.getProtocol());
   out.println("content_length=" + request.getContentLengthLong());
+  // The TLS facts Tomcat makes of AJP's SSL attributes (read by name: they are not all listed).
+  out.println("tls.cipher_suite=" + request.getAttribute("jakarta.servlet.request.cipher_suite"));
+  out.println("tls.key_size=" + request.getAttribute("jakarta.servlet.request.key_size"));
+  out.println("tls.session_id=" + request.getAttribute("jakarta.servlet.request.ssl_session_id"));
+  out.println("tls.protocol=" + request.getAttribute("org.apache.tomcat.util.net.secure_protocol_version"));
+  Object certificates = request.getAttribute("jakarta.servlet.request.X509Certificate");
+  out.println("tls.client_certificates=" +
+      (certificates == null ? "null" : String.valueOf(((Object[]) certificates).length)));
   java.util.Enumeration<String> names = request.getHeaderNames();
   while (names.hasMoreElements()) {
     String name = names.nextElement();

@@ -6,9 +6,17 @@
 namespace peregrine {
 namespace {
 
+struct NoTls final : TlsSession {
+  std::string_view version() const override { return {}; }
+  std::string_view cipher() const override { return {}; }
+  int cipher_bits() const override { return 0; }
+  std::string session_id_hex() const override { return {}; }
+  std::string client_certificate_pem() const override { return {}; }
+};
+
 TEST(RequestAssign, CopiesEveryField) {
   // assign() lists the members by hand; a new member changes the size and must be added there.
-  EXPECT_EQ(sizeof(Request), 3504u) << "Request changed: update Request::assign()";
+  EXPECT_EQ(sizeof(Request), 3512u) << "Request changed: update Request::assign()";
 
   sockaddr_in peer{}, local{};
   Request a;
@@ -41,6 +49,8 @@ TEST(RequestAssign, CopiesEveryField) {
   a.request_id = "id-1";
   a.remote_user = "alice";
   a.upstream = {"127.0.0.1:9000", 200, 12};
+  NoTls tls;
+  a.tls = &tls;
 
   Request b;
   b.headers[2] = {"Stale", "untouched"};
@@ -76,6 +86,7 @@ TEST(RequestAssign, CopiesEveryField) {
   EXPECT_EQ(b.upstream.address, "127.0.0.1:9000");
   EXPECT_EQ(b.upstream.status, 200);
   EXPECT_EQ(b.upstream.time_ms, 12);
+  EXPECT_EQ(b.tls, &tls);
 
   // A path that is a view into the read buffer (not path_storage) stays that view.
   a.path = a.raw_path;

@@ -127,6 +127,44 @@ TEST(AjpProtocol, ForwardRequestLayout) {
   EXPECT_EQ(out, "\x12\x34" + u16(static_cast<uint16_t>(payload.size())) + payload);
 }
 
+TEST(AjpProtocol, SslAttributesInMod_jkOrder) {
+  // The attributes mod_jk sends for a TLS client, each coded as Tomcat's AjpProcessor reads it:
+  // strings for the certificate, cipher and session; the key size as a bare 16-bit integer;
+  // the protocol as the AJP_SSL_PROTOCOL request attribute.
+  ForwardRequest r;
+  r.method = "GET";
+  r.protocol = "HTTP/1.1";
+  r.uri = "/";
+  r.is_ssl = true;
+  r.ssl_cert = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+  r.ssl_cipher = "TLS_AES_256_GCM_SHA384";
+  r.ssl_session = "0A1B";
+  r.ssl_key_size = 256;
+  r.ssl_protocol = "TLSv1.3";
+  r.secret = "s";
+  std::string out, error;
+  ASSERT_TRUE(encode_forward_request(r, 8192, out, &error)) << error;
+  const std::string attributes = std::string(1, '\x07') + str(r.ssl_cert) + std::string(1, '\x08') +
+                                 str(r.ssl_cipher) + std::string(1, '\x09') + str("0A1B") +
+                                 std::string(1, '\x0B') + u16(256) + std::string(1, '\x0A') +
+                                 str("AJP_SSL_PROTOCOL") + str("TLSv1.3") + std::string(1, '\x0C') +
+                                 str("s") + std::string(1, '\xFF');
+  ASSERT_GE(out.size(), attributes.size());
+  EXPECT_EQ(out.substr(out.size() - attributes.size()), attributes);
+}
+
+TEST(AjpProtocol, NoSslAttributesOnAPlainRequest) {
+  ForwardRequest r;
+  r.method = "GET";
+  r.protocol = "HTTP/1.1";
+  r.uri = "/";
+  std::string out, error;
+  ASSERT_TRUE(encode_forward_request(r, 8192, out, &error)) << error;
+  // Nothing after the empty header list but the end of the attributes.
+  EXPECT_EQ(out.substr(out.size() - 3), u16(0) + std::string(1, '\xFF'));
+  EXPECT_EQ(out.find("AJP_SSL_PROTOCOL"), std::string::npos);
+}
+
 TEST(AjpProtocol, ChunkedDropsContentLengthAndStoredMethod) {
   Header headers[] = {{"Content-Length", "5"}};
   ForwardRequest r;
