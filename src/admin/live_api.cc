@@ -251,8 +251,8 @@ void LiveHandler::serve_server_action(const Request& request, Response& response
   std::optional<ServerAction> a = parse_server_action(request.raw_path);
   if (!a) {
     refuse(request, response, 404,
-                    "expected /api/upstreams/GROUP/servers/ADDRESS/{drain,disable,enable} "
-                    "(an address with '/' as %2F)");
+           "expected /api/upstreams/GROUP/servers/ADDRESS/{drain,disable,enable} "
+           "(an address with '/' as %2F)");
     return;
   }
   const std::optional<upstream::OperatorState> state = upstream::operator_action(a->action);
@@ -276,7 +276,7 @@ void LiveHandler::serve_server_action(const Request& request, Response& response
       return;
     }
     refuse(request, response, 404,
-                    "group \"" + a->group + "\" has no server \"" + a->server + "\"");
+           "group \"" + a->group + "\" has no server \"" + a->server + "\"");
     return;
   }
   refuse(request, response, 404, "no upstream group \"" + a->group + "\"");
@@ -323,7 +323,7 @@ void LiveHandler::serve_route_test(const Request& request, Response& response) {
   std::optional<std::string> method = query_value(request.query, "method");
   if (!host || !path || path->empty() || (*path)[0] != '/') {
     refuse(request, response, 400,
-                    "expected ?host=H&path=/P[&method=M] (host and an absolute path)");
+           "expected ?host=H&path=/P[&method=M] (host and an absolute path)");
     return;
   }
   if (!method || method->empty()) method = "GET";
