@@ -16,8 +16,8 @@ namespace peregrine::admin {
 
 namespace {
 
-const std::vector<std::string_view> kAdminKeys = {"listen", "auth", "token_file", "password_file",
-                                                  "hosts"};
+const std::vector<std::string_view> kAdminKeys = {"listen",     "tls",           "auth",
+                                                  "token_file", "password_file", "hosts"};
 
 std::string trim(std::string text) {
   const char* space = " \t\r\n";
@@ -107,6 +107,8 @@ void read_admin(config::Reader& reader, const toml::node& node, config::Config* 
   }
   address.pos = reader.pos_of(listen->source());
   address.admin = true;
+  // HTTPS with the sites' certificates (chosen by SNI, as on their listeners); HTTP/1.1 only.
+  if (const toml::node* tls = table->get("tls")) reader.read_bool(*tls, "admin.tls", &address.tls);
   if (config::endpoint_port(address.addr) != 0 || address.addr.ss_family == AF_UNIX) {
     for (const config::ListenAddress& other : config->listen) {
       if (config::same_endpoint(other.addr, address.addr)) {

@@ -7,10 +7,12 @@ cookie on a later connection, a cross-origin POST refused, logout, the login rat
 Retry-After, each failure logged with the address), quick mode's 409.
 """
 
+import http.client
 import json
 import os
 import re
 import socket
+import ssl
 import subprocess
 import sys
 
@@ -345,6 +347,55 @@ class Security(AdminApiTestCase):
         self.assertRegex(out.stderr.decode(),
                          r"peregrine\.toml:\d+:\d+: error: admin\.password_file '.*plain\.passwd' "
                          r"does not hold a bcrypt, yescrypt or SHA-crypt hash")
+
+
+class AdminOverTls(AdminApiTestCase):
+    def certificate(self):
+        require_tool("openssl", "openssl")
+        cert, key = os.path.join(self.tmp, "admin.pem"), os.path.join(self.tmp, "admin.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:P-256", "-nodes", "-days", "30", "-subj",
+                        "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+                        "-keyout", key, "-out", cert], capture_output=True, check=True, timeout=30)
+        return cert, key
+
+    def tls_config(self, with_certificate=True):
+        admin = ('[admin]\nlisten = "127.0.0.1:0"\ntls = true\n'
+                 f"token_file = {q(self.token_path)}\n")
+        site = ""
+        if with_certificate:
+            cert, key = self.certificate()
+            site = f"tls = {{ certificate = {q(cert)}, key = {q(key)} }}\n"
+        return make_config(self.root, top=admin, site=site, workers=2)
+
+    def test_https_admin_with_the_sites_certificate_and_a_secure_cookie(self):
+        srv = self.start_admin(self.tls_config())
+        context = ssl.create_default_context(cafile=os.path.join(self.tmp, "admin.pem"))
+        conn = http.client.HTTPSConnection("127.0.0.1", srv.admin_port, context=context,
+                                           timeout=5)
+        try:
+            conn.request("POST", "/api/login", body=json.dumps({"token": TOKEN}),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            resp.read()
+            self.assertEqual(resp.status, 204)
+            self.assertIn("Secure", resp.headers["Set-Cookie"].split("; "))
+            conn.request("GET", "/api/status", headers={"Authorization": f"Bearer {TOKEN}"})
+            resp = conn.getresponse()
+            self.assertEqual(resp.status, 200)
+            self.assertEqual(json.loads(resp.read())["workers"], 2)
+        finally:
+            conn.close()
+        # Plain HTTP on the TLS port gets no admin answer.
+        with self.assertRaises((http.client.HTTPException, OSError)):
+            self.api(srv, "GET", "/api/status")
+
+    def test_tls_without_any_certificate_is_a_config_error(self):
+        cfg = self.write_config(self.tls_config(with_certificate=False))
+        out = subprocess.run([PEREGRINE_BIN, "-t", "-c", cfg], capture_output=True, timeout=20)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertRegex(out.stderr.decode(), r"peregrine\.toml:\d+:\d+: error: TLS listener "
+                                              r"'127\.0\.0\.1:0' but no site has a certificate")
 
 
 if __name__ == "__main__":
