@@ -26,6 +26,19 @@ class HelloTest(ServerTestCase):
             status, _, body = self.get(self.port, path)
             self.assert_hello(status, body, f"GET {path}")
 
+    def test_callback_and_coroutine_routes(self):
+        # The asynchronous API's two styles give the same answer, on new and kept-alive
+        # connections alike.
+        for path in ("/callback", "/coroutine", "/coroutine/x?y=1"):
+            status, _, body = self.get(self.port, path)
+            self.assert_hello(status, body, f"GET {path}")
+            c = self.raw(self.port)
+            for i in range(50):
+                r = c.request("GET", path)
+                self.assert_hello(r.status, r.body, f"GET {path} #{i} on one connection")
+            r = c.request("HEAD", path)
+            self.assertEqual((r.status, r.body), (200, b""), f"HEAD {path}")
+
     def test_methods(self):
         status, _, body = self.http(self.port, "POST", "/submit", body=b"a=1&b=2",
                                     headers={"Content-Type": "application/x-www-form-urlencoded"})

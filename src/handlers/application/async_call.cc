@@ -6,9 +6,40 @@
 
 namespace peregrine::detail {
 
+namespace {
+
+// Responses between calls, per thread (a Call lives and dies on its worker's thread).
+std::vector<std::unique_ptr<Response>>& spare_responses() {
+  thread_local std::vector<std::unique_ptr<Response>> spares;
+  return spares;
+}
+
+std::unique_ptr<Response> take_response() {
+  std::vector<std::unique_ptr<Response>>& spares = spare_responses();
+  if (!kRecycleAllocations || spares.empty()) return std::make_unique<Response>();
+  std::unique_ptr<Response> response = std::move(spares.back());
+  spares.pop_back();
+  return response;
+}
+
+}  // namespace
+
 Call::Call(const Request& request, handlers::Downstream& downstream, Worker& worker)
-    : request_(&request), downstream_(&downstream), worker_(worker), has_body_(request.has_body()) {
+    : request_(&request),
+      downstream_(&downstream),
+      worker_(worker),
+      response_(take_response()),
+      has_body_(request.has_body()) {
   add_ref();  // the link: the connection holds us until the exchange ends
+}
+
+Call::~Call() {
+  // A response that grew large (a big body) is not worth keeping around.
+  constexpr size_t kKeepBytes = 16 * 1024;
+  std::vector<std::unique_ptr<Response>>& spares = spare_responses();
+  if (!kRecycleAllocations || spares.size() >= 64 || response_->capacity() > kKeepBytes) return;
+  response_->clear();
+  spares.push_back(std::move(response_));
 }
 
 void Call::drop_handle() {
@@ -149,7 +180,7 @@ void Call::respond() {
     return;
   }
   Ref<Call> keep(this);
-  downstream_->respond(response_);
+  downstream_->respond(*response_);
   end(false);
 }
 
@@ -157,13 +188,13 @@ bool Call::start(int64_t content_length) {
   if (done_) return false;
   if (head_sent_) return true;
   head_sent_ = true;
-  if (response_.status() == 101) {
+  if (response_->status() == 101) {
     // A tunnel: whatever the request said, the client's raw bytes follow from now on, until it
     // closes its sending side (the last piece).
     has_body_ = true;
     body_ended_ = false;
   }
-  if (!downstream_->send_head(response_, content_length)) {
+  if (!downstream_->send_head(*response_, content_length)) {
     Ref<Call> keep(this);
     end(true);
     return false;
