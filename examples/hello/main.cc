@@ -34,8 +34,7 @@ int main(int argc, char** argv) {
                      res.respond();
                    })
       .route_async("/coroutine", hello_coroutine)
-      .route("/", [](const peregrine::Request&, peregrine::Response& response) {
-        answer(response);
-      });
+      .route("/",
+             [](const peregrine::Request&, peregrine::Response& response) { answer(response); });
   return server.run();
 }
