@@ -23,17 +23,16 @@ share of the server's CPU time (utime over utime + stime in a plain ab run of th
 
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from counting import Server, ab, instructions_per_request, user_share
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ON = os.path.join(REPO, "build/release/peregrine")
 OFF = os.path.join(REPO, "build/nometrics/peregrine")
-LISTEN_RE = re.compile(rb"\] listening on 127\.0\.0\.1:(\d+)")
 
 
 def build_off():
@@ -55,46 +54,14 @@ def cpu_ns(pid):
     return total
 
 
-class Server:
-    def __init__(self, binary, args, cpu, workdir, name, wrapper=()):
-        self.log = open(os.path.join(workdir, name + ".log"), "w+b")
-        self.proc = subprocess.Popen(["taskset", "-c", str(cpu), *wrapper, binary, "--listen",
-                                      "127.0.0.1:0",
-                                      "--workers", "1", "--access-log", "off"] + args,
-                                     stdout=subprocess.DEVNULL, stderr=self.log, cwd=workdir)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            self.log.seek(0)
-            m = LISTEN_RE.search(self.log.read())
-            if m:
-                self.port = int(m.group(1))
-                return
-            time.sleep(0.02)
-        raise RuntimeError(f"{binary} did not start")
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(10)
-        self.log.close()
-
-
-def ab(url, requests, concurrency=32):
-    out = subprocess.run(["taskset", "-c", "1", "ab", "-q", "-k", "-n", str(requests), "-c",
-                          str(concurrency), url], capture_output=True, text=True, timeout=600)
-    done = int(re.search(r"Complete requests:\s+(\d+)", out.stdout).group(1))
-    failed = int(re.search(r"Failed requests:\s+(\d+)", out.stdout).group(1))
-    non2xx = re.search(r"Non-2xx responses:\s+(\d+)", out.stdout)
-    if failed or non2xx:
-        raise RuntimeError(f"ab reported failures:\n{out.stdout}")
-    return done
+def server_argv(binary, args):
+    return [binary, "--listen", "127.0.0.1:0", "--workers", "1", "--access-log", "off"] + args
 
 
 def measure(binary, scenario, requests, workdir, backend_port):
-    args = ["--root", os.path.join(workdir, "www")]
     path = "/small.html"
-    if scenario == "proxy":
-        args = ["--proxy", f"http://127.0.0.1:{backend_port}"]
-    srv = Server(binary, args, 0, workdir, f"server-{scenario}")
+    srv = Server(server_argv(binary, scenario_args(scenario, workdir, backend_port)), workdir,
+                 f"server-{scenario}", cpu=0)
     try:
         url = f"http://127.0.0.1:{srv.port}{path}"
         ab(url, 2000)  # warm caches and pools
@@ -106,51 +73,10 @@ def measure(binary, scenario, requests, workdir, backend_port):
         srv.stop()
 
 
-def measure_instructions(binary, scenario, requests, workdir, backend_port, tag):
-    out = os.path.join(workdir, f"callgrind-{scenario}-{tag}")
-    args = ["--root", os.path.join(workdir, "www")]
+def scenario_args(scenario, workdir, backend_port):
     if scenario == "proxy":
-        args = ["--proxy", f"http://127.0.0.1:{backend_port}"]
-    srv = Server(binary, args, 0, workdir, f"server-{scenario}-{tag}",
-                 wrapper=["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"])
-    try:
-        url = f"http://127.0.0.1:{srv.port}/small.html"
-        ab(url, 500, concurrency=8)
-        subprocess.run(["callgrind_control", "-z", str(srv.proc.pid)], check=True,
-                       capture_output=True)
-        done = ab(url, requests, concurrency=8)
-        subprocess.run(["callgrind_control", "-d", str(srv.proc.pid)], check=True,
-                       capture_output=True)
-    finally:
-        srv.stop()
-    # The dump requested above is the file with a part number; the one written at exit has none.
-    dumps = [f for f in os.listdir(workdir) if f.startswith(f"callgrind-{scenario}-{tag}.")]
-    with open(os.path.join(workdir, sorted(dumps)[0])) as f:
-        total = sum(int(m.group(1)) for m in re.finditer(r"^summary:\s+(\d+)", f.read(), re.M))
-    return total / done
-
-
-def user_share(binary, scenario, workdir, backend_port, requests=200000):
-    """The user-space part of the server's CPU time over an ab run (utime and stime ticks)."""
-    args = ["--root", os.path.join(workdir, "www")]
-    if scenario == "proxy":
-        args = ["--proxy", f"http://127.0.0.1:{backend_port}"]
-    srv = Server(binary, args, 0, workdir, f"share-{scenario}")
-
-    def ticks():
-        with open(f"/proc/{srv.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]), int(fields[12])  # utime, stime
-
-    try:
-        url = f"http://127.0.0.1:{srv.port}/small.html"
-        ab(url, 2000)
-        u0, s0 = ticks()
-        ab(url, requests)
-        u1, s1 = ticks()
-        return (u1 - u0) / max(1, (u1 - u0) + (s1 - s0))
-    finally:
-        srv.stop()
+        return ["--proxy", f"http://127.0.0.1:{backend_port}"]
+    return ["--root", os.path.join(workdir, "www")]
 
 
 def count_instructions(opts, workdir, backend_port):
@@ -159,9 +85,12 @@ def count_instructions(opts, workdir, backend_port):
     print(f"{'scenario':8} {'on instr/req':>13} {'off instr/req':>14} {'instr':>8} "
           f"{'user share':>10} {'CPU cost':>9}")
     for scenario in opts.scenarios.split(","):
-        on = measure_instructions(ON, scenario, opts.requests, workdir, backend_port, "on")
-        off = measure_instructions(OFF, scenario, opts.requests, workdir, backend_port, "off")
-        share = user_share(ON, scenario, workdir, backend_port)
+        args = scenario_args(scenario, workdir, backend_port)
+        on = instructions_per_request(server_argv(ON, args), "/small.html", opts.requests,
+                                      workdir, f"{scenario}-on")
+        off = instructions_per_request(server_argv(OFF, args), "/small.html", opts.requests,
+                                       workdir, f"{scenario}-off")
+        share = user_share(server_argv(ON, args), "/small.html", workdir)
         cost = (on - off) / off
         print(f"{scenario:8} {on:>13.0f} {off:>14.0f} {cost * 100:>+7.2f}% {share * 100:>9.0f}% "
               f"{cost * share * 100:>+8.2f}%", flush=True)
@@ -186,7 +115,8 @@ def main():
         os.makedirs(os.path.join(workdir, "www"))
         with open(os.path.join(workdir, "www", "small.html"), "w") as f:
             f.write("x" * 100)
-        backend = Server(ON, ["--root", os.path.join(workdir, "www")], 1, workdir, "backend")
+        backend = Server(server_argv(ON, ["--root", os.path.join(workdir, "www")]), workdir,
+                         "backend", cpu=1)
         try:
             if opts.instructions:
                 count_instructions(opts, workdir, backend.port)
