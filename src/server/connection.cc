@@ -49,6 +49,8 @@ struct Connection::RequestScope : RecycledAllocation<RequestScope> {
   // table's own answers) and when it was routed; reset once counted.
   metrics::RouteCounters* counting = nullptr;
   int64_t started_us = 0;
+  // While an exchange without an InFlight runs its start() (see start_exchange): its selection.
+  const Selection* starting = nullptr;
 };
 
 Connection::Extras& Connection::extras() {
@@ -73,7 +75,7 @@ void Connection::set_socket_peer(Request& request) const {
 // `origin`, so the Request's views stay valid; body bytes are decoded from there on.
 // One per such request: recycled per thread rather than allocated each time (see core/spares.h).
 struct InFlight final : event::Disposable, RecycledAllocation<InFlight> {
-  Request request;
+  HeldRequest request;
   Ref<RouteTable> routes;  // keeps the site, the route and its handler alive across a reload
   Selection selection;
   RequestBody body;
@@ -534,7 +536,7 @@ void Connection::delay_request(const Request& request, const Selection& selectio
 void Connection::resume_delayed() {
   std::unique_ptr<InFlight> held = std::move(flight_);
   state_ = State::kHead;
-  dispatch(held->request, held->selection);
+  dispatch(*held->request, held->selection);
   event::dispose_later(held.release());  // the request's route table outlives this event
   process();  // the answer goes out; a body or pipelined requests already read are taken
   if (state_ == State::kClosed || pending_) return;
@@ -562,12 +564,18 @@ bool Connection::refuse_connection(Request& request, const Selection& selection)
 
 // ---- The request body ------------------------------------------------------------------------
 
-// The request goes on past this batch of events (a body to read, or an exchange): copy it out of
-// the worker's scratch request, which the next connection reuses.
+// The request goes on past this batch of events (a body to read, or an exchange): it takes the
+// worker's scratch request with it (the next connection gets a spare), or a copy of a request
+// that was already held (a delayed one).
 InFlight& Connection::hold_request(const Request& request, const Selection& selection) {
   flight_ = std::make_unique<InFlight>();
   InFlight& f = *flight_;
-  f.request.assign(request);
+  if (&request == &worker_.scratch_request()) {
+    f.request = worker_.take_scratch_request();
+  } else {
+    f.request = spare_request();
+    f.request->assign(request);
+  }
   f.routes = worker_.routes_ref();
   f.selection = selection;
   f.origin = start_;
@@ -609,8 +617,8 @@ bool Connection::read_body() {
     if (streamed) return false;
     std::unique_ptr<InFlight> done = std::move(flight_);
     state_ = State::kHead;
-    done->request.body = done->buffered;
-    answer(done->request, done->selection);
+    done->request->body = done->buffered;
+    answer(*done->request, done->selection);
     return true;
   }
   // The head must stay where it is (the request points into it): move what the decoder has not
@@ -665,7 +673,7 @@ void Connection::reject_body(int status) {
   drop_flight();  // freed after this batch of events: the request stays valid for the answer
   state_ = State::kHead;
   start_ = end_;
-  respond_error(status, &f->request, f->selection.site);
+  respond_error(status, f->request.get(), f->selection.site);
 }
 
 // ---- The response ----------------------------------------------------------------------------
@@ -961,25 +969,53 @@ void Connection::set_timer(event::TimerList& list) {
 // ---- Asynchronous handlers -------------------------------------------------------------------
 
 void Connection::start_exchange(Request& request, const Selection& selection) {
-  InFlight& f = hold_request(request, selection);
   Extras& x = extras();
   if (x.local_len == 0) {
     x.local_len = sizeof x.local;
     if (::getsockname(fd_, &x.local.sa, &x.local_len) != 0) x.local_len = 0;
     x.local_len = std::min<socklen_t>(x.local_len, sizeof x.local);  // a unix path was cut short
   }
-  f.request.local = x.local_len ? &x.local.sa : nullptr;
-  f.request.local_len = x.local_len;
+  request.local = x.local_len ? &x.local.sa : nullptr;
+  request.local_len = x.local_len;
   state_ = State::kExchange;
   event::TimerList::disarm(timer);
+  const config::Route& route = *selection.route->config;
+  // Many exchanges answer inside start() (a library handler answering at once, an error): the
+  // answer then goes out as a synchronous handler's does, and the request is held (an InFlight,
+  // see flight()) only if the exchange goes on. That takes the scratch request itself, which
+  // must therefore be the one the exchange got; a body to stream or a compressing Downstream
+  // need the InFlight from the start.
+  if (&request == &worker_.scratch_request() && !request.has_body() && !route.compress.enabled) {
+    RequestScope& scope = this->scope();
+    scope.starting = &selection;
+    Exchange* exchange = selection.route->stream->start(request, *this);
+    scope.starting = nullptr;
+    if (state_ == State::kExchange) {
+      if (!flight_) hold_request(request, selection);
+      flight_->exchange = exchange;
+    } else if (!flight_) {
+      request.local = nullptr;  // the scratch request serves other connections next
+      request.local_len = 0;
+    }
+    return;
+  }
+  InFlight& f = hold_request(request, selection);
   if (invite_body(request)) {
     queue_scratch_output();
     if (state_ == State::kClosed) return;
   }
   Exchange* exchange = selection.route->stream->start(
-      f.request, f.compress.wrap(*this, f.request, selection.route->config->compress));
+      *f.request, f.compress.wrap(*this, *f.request, route.compress));
   // start() may have answered at once (respond/fail), ending the exchange already.
   if (state_ == State::kExchange && flight_) flight_->exchange = exchange;
+}
+
+// The exchange's InFlight, made now for one that started without it and goes on past an answer
+// given at once (it streams); null once the exchange ended.
+InFlight* Connection::flight() {
+  if (!flight_ && state_ == State::kExchange && scope_ && scope_->starting)
+    hold_request(worker_.scratch_request(), *scope_->starting);
+  return flight_.get();
 }
 
 // Hands what the client sent (body bytes, or tunnelled bytes) to the exchange.
@@ -1056,20 +1092,29 @@ bool Connection::head_sent() const {
 }
 
 void Connection::respond(Response& response) {
-  if (state_ != State::kExchange || !flight_) return;
+  if (state_ != State::kExchange) return;
+  if (!flight_) {
+    // Answered inside start(): the way a synchronous handler's answer goes (process() carries
+    // on with the connection).
+    if (!scope_ || !scope_->starting) return;
+    const Selection& selection = *scope_->starting;
+    state_ = State::kHead;
+    send_response(worker_.scratch_request(), response, selection.site, selection.headers);
+    return;
+  }
   InFlight& f = *flight_;
   f.exchange = nullptr;
   if (!f.body.done()) {  // answered before the whole body arrived: the rest cannot be trusted
     keep_alive_ = false;
     linger_on_close_ = true;
   }
-  send_response(f.request, response, f.selection.site, f.selection.headers);
+  send_response(*f.request, response, f.selection.site, f.selection.headers);
   queue_scratch_output();
   end_exchange();
 }
 
 bool Connection::send_head(Response& head, int64_t content_length) {
-  if (state_ != State::kExchange || !flight_) return false;
+  if (state_ != State::kExchange || !flight()) return false;
   InFlight& f = *flight_;
   const int status = head.status();
   f.head_sent = true;
@@ -1079,9 +1124,9 @@ bool Connection::send_head(Response& head, int64_t content_length) {
     event::TimerList::disarm(timer);
   }
   if (!f.body.done()) keep_alive_ = false;  // answered before the whole body arrived
-  f.chunked_out = write_response(f.request, head, content_length, f.selection.site,
+  f.chunked_out = write_response(*f.request, head, content_length, f.selection.site,
                                  f.selection.headers) == Framing::kChunked;
-  f.body_allowed = !f.request.is_head() && status_has_body(status);
+  f.body_allowed = !f.request->is_head() && status_has_body(status);
   if (f.body_allowed) f.body_bytes_sent += head.body_length();  // sent with the head
   // In a tunnel, bytes the client sent with its handshake go out with its next bytes (clients
   // wait for the 101 before they send, RFC 6455 4.1).
@@ -1089,7 +1134,7 @@ bool Connection::send_head(Response& head, int64_t content_length) {
 }
 
 Downstream::Sent Connection::send_body(std::string_view bytes) {
-  if (state_ != State::kExchange || !flight_) return Sent::kGone;
+  if (state_ != State::kExchange || !flight()) return Sent::kGone;
   InFlight& f = *flight_;
   if (bytes.empty()) return Sent::kMore;
   if (!f.body_allowed && !f.tunnel) return Sent::kMore;
@@ -1112,7 +1157,7 @@ Downstream::Sent Connection::send_body(std::string_view bytes) {
 }
 
 void Connection::finish() {
-  if (state_ != State::kExchange || !flight_) return;
+  if (state_ != State::kExchange || !flight()) return;
   InFlight& f = *flight_;
   f.exchange = nullptr;
   if (f.chunked_out) (pending_ ? *pending_ : worker_.scratch_output()).append("0\r\n\r\n");
@@ -1131,9 +1176,9 @@ void Connection::finish() {
 }
 
 void Connection::log_streamed(const InFlight& f) {
-  count_request(f.request, f.status, f.body_bytes_sent);
+  count_request(*f.request, f.status, f.body_bytes_sent);
   SiteRuntime* site = f.selection.site;
-  if (site && site->access_log) log_access(*site, f.request, f.status, f.body_bytes_sent);
+  if (site && site->access_log) log_access(*site, *f.request, f.status, f.body_bytes_sent);
 }
 
 void Connection::log_access(SiteRuntime& site, const Request& request, int status,
@@ -1177,10 +1222,11 @@ void Connection::count_request(const Request& request, int status, uint64_t body
 }
 
 void Connection::fail(int status) {
-  if (state_ != State::kExchange || !flight_) return;
-  InFlight& f = *flight_;
-  f.exchange = nullptr;
-  if (!f.head_sent) {
+  if (state_ != State::kExchange) return;
+  InFlight* f = flight_.get();
+  if (!f && !(scope_ && scope_->starting)) return;
+  if (f) f->exchange = nullptr;
+  if (!f || !f->head_sent) {
     Response& response = worker_.scratch_response();
     response.clear();
     response.set_status(status);
@@ -1189,7 +1235,7 @@ void Connection::fail(int status) {
     return;
   }
   // Part of the response is out: the client can only learn of the failure from the close.
-  log_streamed(f);
+  log_streamed(*f);
   close_now();
 }
 

@@ -100,6 +100,7 @@ class Connection final : public event::Pollable,
 
   // ---- The request body (kBody and kExchange) ----
   InFlight& hold_request(const Request& request, const Selection& selection);
+  InFlight* flight();
   bool invite_body(const Request& request);
   bool read_body();
   void read_tunnel();

@@ -18,6 +18,7 @@
 #include "peregrine/response.h"
 #include "peregrine/worker.h"
 #include "server/app_worker.h"
+#include "server/held_request.h"
 #include "server/output_queue.h"
 #include "server/route_table.h"
 #include "tls/stream.h"
@@ -111,7 +112,13 @@ class Worker {
   const config::Limits& limits() const { return routes_->config().limits; }
   BufferPool& buffers() { return buffers_; }
   OutputQueue& scratch_output() { return scratch_output_; }
-  Request& scratch_request() { return scratch_request_; }
+  Request& scratch_request() { return *scratch_request_; }
+  // The scratch request, for a request that outlives this event; a spare takes its place.
+  HeldRequest take_scratch_request() {
+    HeldRequest taken = std::move(scratch_request_);
+    scratch_request_ = spare_request();
+    return taken;
+  }
   Response& scratch_response() { return scratch_response_; }
   std::string_view date_and_server_lines() const { return date_server_; }
   bool draining() const { return draining_; }
@@ -149,7 +156,7 @@ class Worker {
   AppWorker app_;
   BufferPool buffers_;
   OutputQueue scratch_output_;
-  Request scratch_request_;
+  HeldRequest scratch_request_ = spare_request();
   Response scratch_response_;
   std::string date_server_;  // "Date: ...\r\nServer: ...\r\n", rebuilt once a second
   time_t date_second_ = -1;
