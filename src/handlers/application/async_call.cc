@@ -8,38 +8,74 @@ namespace peregrine::detail {
 
 namespace {
 
-// Responses between calls, per thread (a Call lives and dies on its worker's thread).
-std::vector<std::unique_ptr<Response>>& spare_responses() {
-  thread_local std::vector<std::unique_ptr<Response>> spares;
-  return spares;
-}
+constexpr size_t kKeepCalls = 64;
+// A response or body buffer that grew past this (a big body) is not worth keeping around.
+constexpr size_t kKeepBytes = 16 * 1024;
 
-std::unique_ptr<Response> take_response() {
-  std::vector<std::unique_ptr<Response>>& spares = spare_responses();
-  if (!kRecycleAllocations || spares.empty()) return std::make_unique<Response>();
-  std::unique_ptr<Response> response = std::move(spares.back());
-  spares.pop_back();
-  return response;
+struct SpareCalls {
+  std::vector<Call*> list;
+  ~SpareCalls();
+};
+
+SpareCalls& spare_calls() {
+  thread_local SpareCalls spares;
+  return spares;
 }
 
 }  // namespace
 
-Call::Call(const Request& request, handlers::Downstream& downstream, Worker& worker)
-    : request_(&request),
-      downstream_(&downstream),
-      worker_(worker),
-      response_(take_response()),
-      has_body_(request.has_body()) {
-  add_ref();  // the link: the connection holds us until the exchange ends
+// At the thread's exit. Call's destructor is private: reached through Exchange's virtual one.
+SpareCalls::~SpareCalls() {
+  for (Call* call : list) delete static_cast<handlers::Exchange*>(call);
 }
 
-Call::~Call() {
-  // A response that grew large (a big body) is not worth keeping around.
-  constexpr size_t kKeepBytes = 16 * 1024;
-  std::vector<std::unique_ptr<Response>>& spares = spare_responses();
-  if (!kRecycleAllocations || spares.size() >= 64 || response_->capacity() > kKeepBytes) return;
-  response_->clear();
-  spares.push_back(std::move(response_));
+Call* Call::make(const Request& request, handlers::Downstream& downstream, Worker& worker) {
+  std::vector<Call*>& spares = spare_calls().list;
+  Call* call;
+  if (spares.empty()) {
+    call = new Call;
+  } else {
+    call = spares.back();
+    spares.pop_back();
+  }
+  call->refs_ = 1;  // the link: the connection holds us until the exchange ends
+  call->request_ = &request;
+  call->downstream_ = &downstream;
+  call->worker_ = &worker;
+  call->handles_ = 0;
+  call->linked_ = true;
+  call->done_ = false;
+  call->cancelled_ = false;
+  call->head_sent_ = false;
+  call->has_body_ = request.has_body();
+  call->body_paused_ = false;
+  call->body_ended_ = false;
+  call->has_pending_ = false;
+  call->pending_last_ = false;
+  call->in_read_suspend_ = false;
+  call->delivery_scheduled_ = false;
+  call->next_listener_ = 1;
+  return call;
+}
+
+// What make() does not set again is cleared here: the response, the body buffers, callbacks
+// (they may hold what the application captured) and coroutine handles.
+void Call::recycle() {
+  std::vector<Call*>& spares = spare_calls().list;
+  if (!kRecycleAllocations || spares.size() >= kKeepCalls || response_.capacity() > kKeepBytes ||
+      pending_.capacity() > kKeepBytes || chunk_.capacity() > kKeepBytes) {
+    delete static_cast<handlers::Exchange*>(this);
+    return;
+  }
+  response_.clear();
+  pending_.clear();
+  chunk_.clear();
+  if (body_callback_) body_callback_ = nullptr;
+  if (writable_callback_) writable_callback_ = nullptr;
+  if (!cancel_listeners_.empty()) cancel_listeners_.clear();
+  reader_ = {};
+  writer_ = {};
+  spares.push_back(this);
 }
 
 void Call::drop_handle() {
@@ -73,7 +109,7 @@ bool Call::on_body(std::string_view bytes, bool last) {
   if (!last) body_paused_ = true;
   if (!delivery_scheduled_ && !in_read_suspend_ && (reader_ || body_callback_)) {
     delivery_scheduled_ = true;
-    worker_.after(std::chrono::milliseconds(0), [self = Ref<Call>(this)] {
+    worker_->after(std::chrono::milliseconds(0), [self = Ref<Call>(this)] {
       self->delivery_scheduled_ = false;
       if (self->reader_)
         self->wake_reader();
@@ -94,7 +130,7 @@ void Call::set_body_callback(std::function<bool(const BodyPiece&)> callback) {
   body_callback_ = std::move(callback);
   if (delivery_scheduled_ || !(has_pending_ || (!has_body_ && !body_ended_))) return;
   delivery_scheduled_ = true;
-  worker_.after(std::chrono::milliseconds(0), [self = Ref<Call>(this)] {
+  worker_->after(std::chrono::milliseconds(0), [self = Ref<Call>(this)] {
     self->delivery_scheduled_ = false;
     self->deliver_pending();
   });
@@ -180,7 +216,7 @@ void Call::respond() {
     return;
   }
   Ref<Call> keep(this);
-  downstream_->respond(*response_);
+  downstream_->respond(response_);
   end(false);
 }
 
@@ -188,13 +224,13 @@ bool Call::start(int64_t content_length) {
   if (done_) return false;
   if (head_sent_) return true;
   head_sent_ = true;
-  if (response_->status() == 101) {
+  if (response_.status() == 101) {
     // A tunnel: whatever the request said, the client's raw bytes follow from now on, until it
     // closes its sending side (the last piece).
     has_body_ = true;
     body_ended_ = false;
   }
-  if (!downstream_->send_head(*response_, content_length)) {
+  if (!downstream_->send_head(response_, content_length)) {
     Ref<Call> keep(this);
     end(true);
     return false;
@@ -265,12 +301,13 @@ void Call::end(bool cancelled) {
   downstream_ = nullptr;
   // Callbacks may hold copies of the AsyncResponse (a cycle through us): drop them now. One
   // that is running right now was moved out to the stack and is dropped by its caller.
-  body_callback_ = nullptr;
-  writable_callback_ = nullptr;
-  if (!cancelled) cancel_listeners_.clear();
+  // (Tested first: assigning to an empty std::function is not free, and most are empty.)
+  if (body_callback_) body_callback_ = nullptr;
+  if (writable_callback_) writable_callback_ = nullptr;
+  if (!cancelled && !cancel_listeners_.empty()) cancel_listeners_.clear();
   if (cancelled || reader_ || writer_) {
     // From the loop, not from inside the connection's call or the application's write.
-    worker_.after(std::chrono::milliseconds(0), [self = Ref<Call>(this)] {
+    worker_->after(std::chrono::milliseconds(0), [self = Ref<Call>(this)] {
       while (!self->cancel_listeners_.empty()) {
         auto listener = std::move(self->cancel_listeners_.front().second);
         self->cancel_listeners_.erase(self->cancel_listeners_.begin());
@@ -445,6 +482,57 @@ void SleepAwaitable::wake(bool cancelled) {
   std::exchange(waiter_, {}).resume();
 }
 
+namespace {
+
+// Coroutine frames by size class (multiples of 64 bytes up to 4 KiB), a few of each kept per
+// thread. A frame freed on another thread than its own joins that thread's lists: still right.
+constexpr size_t kFrameGranule = 64;
+constexpr size_t kFrameClasses = 64;
+constexpr size_t kFramesKept = 32;
+
+struct SpareFrames {
+  std::vector<void*> lists[kFrameClasses];
+  ~SpareFrames() {
+    for (std::vector<void*>& list : lists)
+      for (void* frame : list) ::operator delete(frame);
+  }
+};
+
+SpareFrames& spare_frames() {
+  thread_local SpareFrames spares;
+  return spares;
+}
+
+size_t frame_class(size_t size) {
+  return (size + kFrameGranule - 1) / kFrameGranule - 1;
+}
+
+}  // namespace
+
+void* Task::promise_type::operator new(size_t size) {
+  const size_t c = frame_class(size);
+  if (!kRecycleAllocations || c >= kFrameClasses) return ::operator new(size);
+  std::vector<void*>& list = spare_frames().lists[c];
+  if (list.empty()) return ::operator new((c + 1) * kFrameGranule);
+  void* frame = list.back();
+  list.pop_back();
+  return frame;
+}
+
+void Task::promise_type::operator delete(void* frame, size_t size) noexcept {
+  const size_t c = frame_class(size);
+  if (!kRecycleAllocations || c >= kFrameClasses) {
+    ::operator delete(frame);
+    return;
+  }
+  std::vector<void*>& list = spare_frames().lists[c];
+  if (list.size() >= kFramesKept) {
+    ::operator delete(frame);
+    return;
+  }
+  list.push_back(frame);
+}
+
 void Task::promise_type::unhandled_exception() noexcept {
   try {
     throw;
@@ -465,7 +553,7 @@ handlers::Exchange* AsyncAdapter::start(const Request& request, handlers::Downst
     downstream.fail(500);
     return nullptr;
   }
-  auto* call = new detail::Call(request, downstream, *worker);
+  detail::Call* call = detail::Call::make(request, downstream, *worker);
   Ref<detail::Call> keep(call);
   handler_->handle(request, AsyncResponse(call));
   return call->done() ? nullptr : call;

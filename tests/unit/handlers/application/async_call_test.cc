@@ -48,7 +48,7 @@ class AsyncCallTest : public ::testing::Test {
     request_.content_length = 10;
   }
   // The exchange the connection would hold, and a handle the application would hold.
-  detail::Call* start() { return new detail::Call(request_, downstream_, worker_); }
+  detail::Call* start() { return detail::Call::make(request_, downstream_, worker_); }
   void turn(int64_t ms = 0) {
     clock_.monotonic_ms += ms;
     worker_.run(clock_.monotonic_ms);
