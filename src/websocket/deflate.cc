@@ -176,8 +176,9 @@ std::optional<PerMessageDeflate> accept_offer(const Offer& offer,
       std::min(server_bits.value_or(15), clamp_window(policy.server_max_window_bits));
   // 7.1.2.2: only an offer with client_max_window_bits lets the server limit the client's window.
   params.client_max_window_bits =
-      client_bits_seen ? std::min(client_bits.value_or(15), clamp_window(policy.client_max_window_bits))
-                       : 15;
+      client_bits_seen
+          ? std::min(client_bits.value_or(15), clamp_window(policy.client_max_window_bits))
+          : 15;
   params.mem_level = std::clamp(policy.mem_level, 1, 9);
   params.compression_level = std::clamp(policy.compression_level, 1, 9);
   params.min_compress_bytes = policy.min_compress_bytes;
@@ -429,7 +430,8 @@ bool MessageDeflater::compress(std::string_view message, std::string* out) {
     capacity = 4096;
   }
   // RFC 7692 7.2.1: the flush's empty stored block ends 00 00 ff ff, which the receiver adds back.
-  if (out->size() >= 4 && out->compare(out->size() - 4, 4, std::string_view("\0\0\xff\xff", 4)) == 0)
+  if (out->size() >= 4 &&
+      out->compare(out->size() - 4, 4, std::string_view("\0\0\xff\xff", 4)) == 0)
     out->resize(out->size() - 4);
   // Without context takeover an incompressible message may go as it is: nothing depends on it.
   return context_takeover_ || out->size() < message.size();

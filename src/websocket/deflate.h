@@ -96,7 +96,7 @@ class MessageInflater {
 
   int window_bits_;
   bool context_takeover_;
-  bool stream_ended_ = false;  // a BFINAL block ended the current message's deflate stream
+  bool stream_ended_ = false;        // a BFINAL block ended the current message's deflate stream
   std::unique_ptr<ZStream> stream_;  // null between messages without context takeover
 };
 

@@ -126,8 +126,7 @@ FrameParser::Result FrameParser::parse(std::string_view input, std::string* payl
   return {Status::kNeedMore, take};
 }
 
-void write_frame(std::string& out, Opcode opcode, std::string_view payload, bool fin,
-                 uint8_t rsv) {
+void write_frame(std::string& out, Opcode opcode, std::string_view payload, bool fin, uint8_t rsv) {
   append_header(out, opcode, payload.size(), fin, false, rsv);
   out.append(payload);
 }

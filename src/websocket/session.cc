@@ -28,15 +28,17 @@ void Session::enable_permessage_deflate(const PerMessageDeflate& params) {
 }
 
 bool Session::take_payload(bool last, std::vector<Event>& events, std::string& output) {
-  if (message_compressed_ && (last || !compressed_.empty())) {
-    MessageInflater::Status status = inflater_->inflate(compressed_, message_,
-                                                        limits_.max_message_bytes);
+  if (message_compressed_) {
+    MessageInflater::Status status = MessageInflater::Status::kOk;
+    if (!compressed_.empty())
+      status = inflater_->inflate(compressed_, message_, limits_.max_message_bytes);
     compressed_.clear();
-    if (status == MessageInflater::Status::kOk && last)
+    // An empty compressed payload stands for an empty message (what some senders make of an
+    // empty input) and leaves the inflater untouched.
+    if (status == MessageInflater::Status::kOk && last && compressed_bytes_ != 0)
       status = inflater_->finish(message_, limits_.max_message_bytes);
     if (status == MessageInflater::Status::kTooBig) {
-      fail(close_code::kMessageTooBig, "message over the size limit once inflated", events,
-           output);
+      fail(close_code::kMessageTooBig, "message over the size limit once inflated", events, output);
       return false;
     }
     if (status == MessageInflater::Status::kCorrupt) {
@@ -59,8 +61,9 @@ bool Session::take_payload(bool last, std::vector<Event>& events, std::string& o
 
 void Session::receive(std::string_view bytes, std::vector<Event>& events, std::string& output) {
   while (state_ != State::kClosed) {
-    std::string* payload =
-        current_is_control_ ? &control_ : message_compressed_ ? &compressed_ : &message_;
+    std::string* payload = current_is_control_   ? &control_
+                           : message_compressed_ ? &compressed_
+                                                 : &message_;
     const FrameParser::Result r = parser_.parse(bytes, payload);
     bytes.remove_prefix(r.consumed);
     // The message's last bytes are taken at its frame's end, with the deflate tail.
@@ -217,10 +220,10 @@ void Session::send(Opcode opcode, std::string_view payload, std::string& output,
 
 void Session::send_message(Opcode opcode, std::string_view payload, std::string& output) {
   if (state_ != State::kOpen) return;
-  if (deflater_ && payload.size() >= min_compress_bytes_) {
+  // An empty message is never compressed: after a flush zlib has nothing to add for it.
+  if (deflater_ && !payload.empty() && payload.size() >= min_compress_bytes_) {
     std::string compressed;
-    if (deflater_->compress(payload, &compressed))
-      return send(opcode, compressed, output, kRsv1);
+    if (deflater_->compress(payload, &compressed)) return send(opcode, compressed, output, kRsv1);
   }
   send(opcode, payload, output);
 }
