@@ -334,8 +334,10 @@ MessageInflater::Status MessageInflater::run(std::string_view compressed, std::s
       stream_ended_ = true;
       return out.size() > limit ? Status::kTooBig : Status::kOk;
     }
-    if (rc != Z_OK && rc != Z_BUF_ERROR) return Status::kCorrupt;
+    // Output past the limit counts before an error later in the same input, as it would had
+    // the input come in smaller pieces.
     if (out.size() > limit) return Status::kTooBig;
+    if (rc != Z_OK && rc != Z_BUF_ERROR) return Status::kCorrupt;
     // Done when all input is taken and zlib stopped short of the output room it had.
     if (z.avail_in == 0 && z.avail_out != 0) return Status::kOk;
     if (rc == Z_BUF_ERROR && z.avail_out != 0) return Status::kOk;

@@ -28,8 +28,8 @@ void Session::enable_permessage_deflate(const PerMessageDeflate& params) {
 }
 
 bool Session::take_payload(bool last, std::vector<Event>& events, std::string& output) {
+  MessageInflater::Status status = MessageInflater::Status::kOk;
   if (message_compressed_) {
-    MessageInflater::Status status = MessageInflater::Status::kOk;
     if (!compressed_.empty())
       status = inflater_->inflate(compressed_, message_, limits_.max_message_bytes);
     compressed_.clear();
@@ -37,17 +37,10 @@ bool Session::take_payload(bool last, std::vector<Event>& events, std::string& o
     // empty input) and leaves the inflater untouched.
     if (status == MessageInflater::Status::kOk && last && compressed_bytes_ != 0)
       status = inflater_->finish(message_, limits_.max_message_bytes);
-    if (status == MessageInflater::Status::kTooBig) {
-      fail(close_code::kMessageTooBig, "message over the size limit once inflated", events, output);
-      return false;
-    }
-    if (status == MessageInflater::Status::kCorrupt) {
-      fail(close_code::kInvalidPayload, "compressed message does not inflate", events, output);
-      return false;
-    }
   }
   // Text is validated as it arrives, so that a bad byte fails the connection at once (not
-  // when the last fragment comes, which may be never).
+  // when the last fragment comes, which may be never). What inflated before an inflate error is
+  // checked first, so the outcome is the same however the compressed bytes were split.
   if (message_opcode_ == Opcode::kText && validated_ < message_.size()) {
     const bool valid = utf8_.feed(std::string_view(message_).substr(validated_));
     validated_ = message_.size();
@@ -55,6 +48,14 @@ bool Session::take_payload(bool last, std::vector<Event>& events, std::string& o
       fail(close_code::kInvalidPayload, "text message is not UTF-8", events, output);
       return false;
     }
+  }
+  if (status == MessageInflater::Status::kTooBig) {
+    fail(close_code::kMessageTooBig, "message over the size limit once inflated", events, output);
+    return false;
+  }
+  if (status == MessageInflater::Status::kCorrupt) {
+    fail(close_code::kInvalidPayload, "compressed message does not inflate", events, output);
+    return false;
   }
   return true;
 }

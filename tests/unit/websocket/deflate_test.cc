@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "http/http1/parser.h"
+#include "websocket/handshake.h"
 #include "websocket/session.h"
 
 namespace peregrine::websocket {
@@ -154,6 +155,16 @@ TEST(WebSocketDeflateNegotiation, FromARequest) {
   ASSERT_TRUE(p);
   EXPECT_EQ(p->server_max_window_bits, 11);
   EXPECT_EQ(permessage_deflate_response(*p), response);
+  HandshakeAnswer answer = check_upgrade(request);
+  set_extensions(answer, response);
+  EXPECT_NE(response_head(answer).find("\r\nSec-WebSocket-Extensions: permessage-deflate; "
+                                       "server_no_context_takeover; client_no_context_takeover; "
+                                       "server_max_window_bits=11\r\n"),
+            std::string::npos)
+      << response_head(answer);
+  HandshakeAnswer refused = check_upgrade(Request{});
+  set_extensions(refused, response);
+  EXPECT_EQ(refused.headers.size(), 3u);  // a 426 names no extension
 }
 
 // ---- Sessions ----
