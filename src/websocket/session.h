@@ -40,6 +40,7 @@ struct Event {
   Type type;
   uint16_t code = 0;
   std::string data;
+  bool operator==(const Event&) const = default;
 };
 
 class Session {
