@@ -2,6 +2,15 @@
 // Sec-WebSocket-Extensions offers and the server's policy in, the parameters and the response
 // header value out); MessageInflater and MessageDeflater are the zlib state a Session uses once
 // the extension is on (session.h: Session::enable_permessage_deflate).
+//
+// At the upgrade, a connection does:
+//   std::string extensions;
+//   std::optional<PerMessageDeflate> pmd = negotiate_permessage_deflate(request, policy,
+//                                                                       &extensions);
+//   HandshakeAnswer answer = check_upgrade(request);
+//   set_extensions(answer, extensions);  // only on a 101
+//   Session session(Role::kServer, limits);
+//   if (pmd) session.enable_permessage_deflate(*pmd);
 #pragma once
 
 #include <cstddef>
