@@ -10,8 +10,9 @@ bool known_opcode(uint8_t op) {
   return op <= 0x2 || (op >= 0x8 && op <= 0xA);
 }
 
-void append_header(std::string& out, Opcode opcode, uint64_t length, bool fin, bool masked) {
-  out += static_cast<char>((fin ? 0x80 : 0) | static_cast<uint8_t>(opcode));
+void append_header(std::string& out, Opcode opcode, uint64_t length, bool fin, bool masked,
+                   uint8_t rsv) {
+  out += static_cast<char>((fin ? 0x80 : 0) | ((rsv & 0x7) << 4) | static_cast<uint8_t>(opcode));
   const uint8_t mask_bit = masked ? 0x80 : 0;
   if (length < 126) {
     out += static_cast<char>(mask_bit | length);
@@ -125,14 +126,14 @@ FrameParser::Result FrameParser::parse(std::string_view input, std::string* payl
   return {Status::kNeedMore, take};
 }
 
-void write_frame(std::string& out, Opcode opcode, std::string_view payload, bool fin) {
-  append_header(out, opcode, payload.size(), fin, false);
+void write_frame(std::string& out, Opcode opcode, std::string_view payload, bool fin, uint8_t rsv) {
+  append_header(out, opcode, payload.size(), fin, false, rsv);
   out.append(payload);
 }
 
 void write_masked_frame(std::string& out, Opcode opcode, std::string_view payload,
-                        std::array<uint8_t, 4> mask, bool fin) {
-  append_header(out, opcode, payload.size(), fin, true);
+                        std::array<uint8_t, 4> mask, bool fin, uint8_t rsv) {
+  append_header(out, opcode, payload.size(), fin, true, rsv);
   out.append(reinterpret_cast<const char*>(mask.data()), 4);
   const size_t start = out.size();
   out.append(payload);

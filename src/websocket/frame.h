@@ -106,11 +106,16 @@ class FrameParser {
   const char* error_reason_ = "";
 };
 
+// The RSV bits of FrameHeader::rsv (RSV1..RSV3 as bits 2..0).
+inline constexpr uint8_t kRsv1 = 0x4;  // permessage-deflate: a compressed message (RFC 7692 6)
+
 // Appends one frame. A server's frames are unmasked; a client's are masked with `mask`, which
-// the caller draws from a strong random source for each frame (section 5.3).
-void write_frame(std::string& out, Opcode opcode, std::string_view payload, bool fin = true);
+// the caller draws from a strong random source for each frame (section 5.3). `rsv`: the bits a
+// negotiated extension sets, as in FrameHeader::rsv.
+void write_frame(std::string& out, Opcode opcode, std::string_view payload, bool fin = true,
+                 uint8_t rsv = 0);
 void write_masked_frame(std::string& out, Opcode opcode, std::string_view payload,
-                        std::array<uint8_t, 4> mask, bool fin = true);
+                        std::array<uint8_t, 4> mask, bool fin = true, uint8_t rsv = 0);
 
 // The body of a close frame: the code in network order, then the reason (UTF-8, cut so the body
 // stays within a control frame's 125 bytes). kNoStatus gives an empty body.

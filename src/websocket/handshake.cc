@@ -109,6 +109,11 @@ void set_subprotocol(HandshakeAnswer& answer, std::string_view protocol) {
     answer.headers.emplace_back("Sec-WebSocket-Protocol", std::string(protocol));
 }
 
+void set_extensions(HandshakeAnswer& answer, std::string_view value) {
+  if (answer.status == 101 && !value.empty())
+    answer.headers.emplace_back("Sec-WebSocket-Extensions", std::string(value));
+}
+
 std::string response_head(const HandshakeAnswer& answer) {
   std::string head = "HTTP/1.1 101 Switching Protocols\r\n";
   for (const auto& [name, value] : answer.headers) {

@@ -40,6 +40,10 @@ std::string_view select_subprotocol(const Request& request,
 // Adds Sec-WebSocket-Protocol to an accepted answer.
 void set_subprotocol(HandshakeAnswer& answer, std::string_view protocol);
 
+// Adds Sec-WebSocket-Extensions to an accepted answer: the value negotiate_permessage_deflate
+// (deflate.h) produced; nothing when it is empty.
+void set_extensions(HandshakeAnswer& answer, std::string_view value);
+
 // The whole 101 response head (status line, headers, blank line), for a connection that writes
 // the switch itself.
 std::string response_head(const HandshakeAnswer& answer);

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "websocket/deflate.h"
 #include "websocket/frame.h"
 #include "websocket/utf8.h"
 
@@ -16,7 +18,9 @@ namespace peregrine::websocket {
 
 struct SessionLimits {
   // A message (all its fragments) over this many payload bytes fails the connection with 1009,
-  // as soon as a frame header announces it: the payload is never buffered.
+  // as soon as a frame header announces it: the payload is never buffered. A compressed message
+  // is held to it once inflated, checked as it inflates (and its compressed size to the limit
+  // plus deflate's overhead).
   uint64_t max_message_bytes = 16 * 1024 * 1024;
 };
 
@@ -28,13 +32,15 @@ struct Event {
     kPong,    // `data`: the pong's payload
     kClose,   // the peer closed: `code` (kNoStatus without one) and `data` (its reason); the reply
               // is queued; once it is written, close the TCP connection
-    kError,   // the peer broke the protocol: `code` (1002, 1007, 1009) and `data` (why, for the
+    kError,   // the peer broke the protocol: `code` (1002, 1007, 1009; 1007 for compressed data
+              // that does not inflate) and `data` (why, for the
               // log); a close frame with that code is queued; write it, then close the TCP
               // connection without waiting for the peer (RFC 6455 7.1.7)
   };
   Type type;
   uint16_t code = 0;
   std::string data;
+  bool operator==(const Event&) const = default;
 };
 
 class Session {
@@ -47,6 +53,18 @@ class Session {
 
   explicit Session(Role role = Role::kServer, SessionLimits limits = {})
       : role_(role), limits_(limits), parser_(role) {}
+  // A session with permessage-deflate on (see enable_permessage_deflate).
+  Session(Role role, SessionLimits limits, const PerMessageDeflate& deflate);
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  // Turns on permessage-deflate (RFC 7692) with the negotiated parameters, before any byte is
+  // received: RSV1 then marks a compressed message (on its first frame only), received messages
+  // are inflated, and send_text/send_binary compress what is at least
+  // `params.min_compress_bytes` long. Which parameters apply to which direction follows the role.
+  void enable_permessage_deflate(const PerMessageDeflate& params);
+  bool permessage_deflate() const { return deflater_ != nullptr; }
 
   // Consumes all of `bytes`: appends what they complete to `events` and what must be sent in
   // answer to `output`. Bytes after the close or a failure are ignored.
@@ -65,7 +83,11 @@ class Session {
   bool close_received() const { return close_received_; }
 
  private:
-  void send(Opcode opcode, std::string_view payload, std::string& output);
+  void send(Opcode opcode, std::string_view payload, std::string& output, uint8_t rsv = 0);
+  void send_message(Opcode opcode, std::string_view payload, std::string& output);
+  // Inflates the compressed bytes received (all of them at the message's end) and validates the
+  // text that adds; false when the connection failed.
+  bool take_payload(bool last, std::vector<Event>& events, std::string& output);
   void fail(uint16_t code, const char* why, std::vector<Event>& events, std::string& output);
   // Called at each frame header and each frame's end; false when the connection failed.
   bool on_header(std::vector<Event>& events, std::string& output);
@@ -84,6 +106,13 @@ class Session {
   Utf8Validator utf8_;
   std::string control_;  // the control frame being received (≤ 125 bytes)
   bool current_is_control_ = false;
+  // permessage-deflate, when negotiated.
+  std::unique_ptr<MessageInflater> inflater_;
+  std::unique_ptr<MessageDeflater> deflater_;
+  size_t min_compress_bytes_ = 0;
+  bool message_compressed_ = false;  // the message being received has RSV1
+  uint64_t compressed_bytes_ = 0;    // its compressed size so far
+  std::string compressed_;           // received compressed bytes not yet inflated
 };
 
 }  // namespace peregrine::websocket

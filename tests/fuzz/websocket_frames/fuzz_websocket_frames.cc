@@ -1,7 +1,9 @@
-// libFuzzer target for the WebSocket codec: a server-role Session fed a client's bytes.
+// libFuzzer target for the WebSocket codec: a server-role Session fed a client's bytes, once
+// plain and once with permessage-deflate (RFC 7692) on.
 //
-// The first input byte picks the message size limit (so small inputs reach the 1009 path); the
-// rest is the wire. For every input it checks, and traps on violation:
+// The first input byte picks the message size limit (so small inputs reach the 1009 path) and
+// the deflate parameters (window bits, context takeover); the rest is the wire. For every input
+// it checks, in both sessions, and traps on violation:
 //   - the outcome does not depend on how the bytes arrive: whole, split at a data-derived cut,
 //     and byte by byte give the same events and the same output bytes;
 //   - text messages are valid UTF-8, messages are within the limit, ping payloads ≤ 125 bytes;
@@ -10,7 +12,10 @@
 //   - the output is a sequence of well-formed unmasked server frames (pongs echoing pings, at
 //     most one close, last), which a client-role parser reads back without error;
 //   - the frame parser alone never consumes more than it is given, and returns kNeedMore only
-//     with the input consumed.
+//     with the input consumed;
+//   - deflate round trips: the wire sent as a message by a client-role deflate session (twice,
+//     so a context taken over is used) arrives whole at the server-role one, or fails with 1009
+//     when over the limit; the server's compressed answer inflates back at the client.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -26,6 +31,7 @@ namespace {
 using peregrine::websocket::Event;
 using peregrine::websocket::FrameParser;
 using peregrine::websocket::Opcode;
+using peregrine::websocket::PerMessageDeflate;
 using peregrine::websocket::Role;
 using peregrine::websocket::Session;
 using peregrine::websocket::SessionLimits;
@@ -41,8 +47,10 @@ struct Outcome {
   Session::State state;
 };
 
-Outcome Feed(std::string_view wire, const SessionLimits& limits, size_t cut, bool bytewise) {
+Outcome Feed(std::string_view wire, const SessionLimits& limits, size_t cut, bool bytewise,
+             const PerMessageDeflate* deflate) {
   Session session(Role::kServer, limits);
+  if (deflate != nullptr) session.enable_permessage_deflate(*deflate);
   Outcome out;
   if (bytewise) {
     for (size_t i = 0; i < wire.size(); ++i)
@@ -150,6 +158,43 @@ void CheckParser(std::string_view wire) {
   FUZZ_CHECK(false);  // no progress: a loop
 }
 
+// Same-thread client and server sessions with `params` exchange `message` twice each way.
+void CheckRoundTrip(std::string_view message, const SessionLimits& limits,
+                    const PerMessageDeflate& params) {
+  Session client(Role::kClient, {}, params);
+  Session server(Role::kServer, limits, params);
+  const bool text = peregrine::websocket::is_valid_utf8(message);
+  std::string wire;
+  for (int i = 0; i < 2; ++i) {
+    if (text) {
+      client.send_text(message, wire);
+    } else {
+      client.send_binary(message, wire);
+    }
+  }
+  std::vector<Event> events;
+  std::string answer;
+  // Valid compressed frames, split at a data-derived point.
+  const size_t split = message.size() * 7 % (wire.size() + 1);
+  server.receive(std::string_view(wire).substr(0, split), events, answer);
+  server.receive(std::string_view(wire).substr(split), events, answer);
+  if (message.size() > limits.max_message_bytes) {
+    FUZZ_CHECK(events.size() == 1 && events[0].type == Event::Type::kError &&
+               events[0].code == 1009);
+    return;
+  }
+  FUZZ_CHECK(events.size() == 2);
+  for (const Event& e : events) {
+    FUZZ_CHECK(e.type == (text ? Event::Type::kText : Event::Type::kBinary));
+    FUZZ_CHECK(e.data == message);
+    server.send_binary(e.data, answer);
+  }
+  std::vector<Event> echoed;
+  std::string ignored;
+  client.receive(answer, echoed, ignored);
+  FUZZ_CHECK(echoed.size() == 2 && echoed[0].data == message && echoed[1].data == message);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -160,10 +205,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view wire(reinterpret_cast<const char*>(data + 1), size - 1);
   const size_t cut = wire.empty() ? 0 : (data[0] * 131u + size) % (wire.size() + 1);
 
-  Outcome whole = Feed(wire, limits, wire.size(), false);
-  CheckEvents(whole, limits);
-  FUZZ_CHECK(Same(whole, Feed(wire, limits, cut, false)));
-  if (wire.size() <= 4096) FUZZ_CHECK(Same(whole, Feed(wire, limits, 0, true)));
+  PerMessageDeflate params;
+  params.client_max_window_bits = 8 + (data[0] >> 1) % 8;
+  params.server_max_window_bits = 8 + (data[0] >> 4) % 8;
+  params.client_no_context_takeover = (data[0] & 1) != 0;
+  params.server_no_context_takeover = (data[0] & 0x80) != 0;
+  params.min_compress_bytes = data[0] % 3 == 0 ? 16 : 0;
+
+  for (const PerMessageDeflate* deflate : {static_cast<const PerMessageDeflate*>(nullptr),
+                                           static_cast<const PerMessageDeflate*>(&params)}) {
+    Outcome whole = Feed(wire, limits, wire.size(), false, deflate);
+    CheckEvents(whole, limits);
+    FUZZ_CHECK(Same(whole, Feed(wire, limits, cut, false, deflate)));
+    if (wire.size() <= 4096) FUZZ_CHECK(Same(whole, Feed(wire, limits, 0, true, deflate)));
+  }
   CheckParser(wire);
+  CheckRoundTrip(wire, limits, params);
   return 0;
 }
