@@ -834,12 +834,10 @@ def main(argv):
         [s for s in servers if s not in ("peregrine", "python", "nginx")]
     if bad or opts.in_flight < 1 or opts.size < 1:
         ap.error(f"unknown scenario or server: {', '.join(bad)}" if bad else "bad --in-flight/--size")
-    try:
-        import websockets  # noqa: F401  (the python rows' server needs it: check it early)
-    except ImportError:
-        if "python" in servers or "nginx" in servers:
-            sys.exit("python3-websockets is missing (apt-get install python3-websockets; run with "
-                     "/usr/bin/python3)")
+    # The python rows' server (run by /usr/bin/python3, Debian's) needs python3-websockets.
+    if ("python" in servers or "nginx" in servers) and subprocess.run(
+            ["/usr/bin/python3", "-c", "import websockets"], capture_output=True).returncode:
+        sys.exit("python3-websockets is missing: apt-get install python3-websockets")
 
     biggest = max(opts.connections if "echo" in scenarios else 0,
                   opts.clients + 1 if "broadcast" in scenarios else 0)
