@@ -195,6 +195,14 @@ class Conn:
             self.want_write = on
             self.ep.modify(self.fd, select.EPOLLIN | (select.EPOLLOUT if on else 0))
 
+    def handle(self, events):
+        """What epoll reported: sends what waits, reads what came; the messages it completed."""
+        if events & select.EPOLLOUT:
+            self.flush()
+        if events & (select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP):
+            return self.read()
+        return 0
+
     def read(self):
         """Reads what is there; the number of whole, correct messages it completed."""
         try:
@@ -425,17 +433,14 @@ class EchoLoad:
                                   f"(connections {', '.join(late)} ...)")
             for fd, ev in events:
                 c = conns[fd]
-                if ev & select.EPOLLOUT:
-                    c.flush()
-                if ev & (select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP):
-                    n = c.read()
-                    if n:
-                        if c.received > c.sent:
-                            raise VerifyError(f"{c.name}: more answers than messages sent")
-                        outstanding -= n
-                        last_progress = now
-                        if sending:
-                            outstanding += self._top_up(c, quota[fd])
+                n = c.handle(ev)
+                if n:
+                    if c.received > c.sent:
+                        raise VerifyError(f"{c.name}: more answers than messages sent")
+                    outstanding -= n
+                    last_progress = now
+                    if sending:
+                        outstanding += self._top_up(c, quota[fd])
         wall = time.monotonic() - t0
         for c in self.conns:
             ep.unregister(c.fd)
@@ -514,16 +519,13 @@ class BroadcastLoad:
                 now = time.monotonic()
                 for fd, ev in events:
                     c = conns[fd]
-                    if ev & select.EPOLLOUT:
-                        c.flush()
-                    if ev & (select.EPOLLIN | select.EPOLLERR | select.EPOLLHUP):
-                        got = c.read()
-                        if c.received > self.next_seq:
-                            raise VerifyError(f"{c.name}: {c.received} messages, only "
-                                              f"{self.next_seq} published")
-                        if c is not self.publisher:
-                            have += got
-                            last_progress = now
+                    got = c.handle(ev)
+                    if c.received > self.next_seq:
+                        raise VerifyError(f"{c.name}: {c.received} messages, only "
+                                          f"{self.next_seq} published")
+                    if got and c is not self.publisher:
+                        have += got
+                        last_progress = now
                 if now - last_progress > min(timeout, STALL_SECONDS):
                     missing = [c.name for c in self.receivers if c.received < self.next_seq]
                     raise VerifyError(f"message {seq}: {len(missing)} of {n} clients never got it "
