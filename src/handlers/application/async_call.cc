@@ -1,6 +1,8 @@
 #include "handlers/application/async_call.h"
 
 #include <exception>
+#include <new>
+#include <utility>
 
 #include "core/log.h"
 
@@ -485,16 +487,22 @@ void SleepAwaitable::wake(bool cancelled) {
 namespace {
 
 // Coroutine frames by size class (multiples of 64 bytes up to 4 KiB), a few of each kept per
-// thread. A frame freed on another thread than its own joins that thread's lists: still right.
+// thread in intrusive lists (a kept frame's first bytes link to the next). A frame freed on
+// another thread than its own joins that thread's lists: still right.
 constexpr size_t kFrameGranule = 64;
 constexpr size_t kFrameClasses = 64;
-constexpr size_t kFramesKept = 32;
+constexpr uint32_t kFramesKept = 32;
+
+struct FreeFrame {
+  FreeFrame* next;
+};
 
 struct SpareFrames {
-  std::vector<void*> lists[kFrameClasses];
+  FreeFrame* heads[kFrameClasses] = {};
+  uint32_t counts[kFrameClasses] = {};
   ~SpareFrames() {
-    for (std::vector<void*>& list : lists)
-      for (void* frame : list) ::operator delete(frame);
+    for (FreeFrame* frame : heads)
+      while (frame) ::operator delete(std::exchange(frame, frame->next));
   }
 };
 
@@ -512,10 +520,11 @@ size_t frame_class(size_t size) {
 void* Task::promise_type::operator new(size_t size) {
   const size_t c = frame_class(size);
   if (!kRecycleAllocations || c >= kFrameClasses) return ::operator new(size);
-  std::vector<void*>& list = spare_frames().lists[c];
-  if (list.empty()) return ::operator new((c + 1) * kFrameGranule);
-  void* frame = list.back();
-  list.pop_back();
+  SpareFrames& spares = spare_frames();
+  FreeFrame* frame = spares.heads[c];
+  if (!frame) return ::operator new((c + 1) * kFrameGranule);
+  spares.heads[c] = frame->next;
+  --spares.counts[c];
   return frame;
 }
 
@@ -525,12 +534,13 @@ void Task::promise_type::operator delete(void* frame, size_t size) noexcept {
     ::operator delete(frame);
     return;
   }
-  std::vector<void*>& list = spare_frames().lists[c];
-  if (list.size() >= kFramesKept) {
+  SpareFrames& spares = spare_frames();
+  if (spares.counts[c] >= kFramesKept) {
     ::operator delete(frame);
     return;
   }
-  list.push_back(frame);
+  spares.heads[c] = new (frame) FreeFrame{spares.heads[c]};
+  ++spares.counts[c];
 }
 
 void Task::promise_type::unhandled_exception() noexcept {
