@@ -45,7 +45,7 @@ class Response {
   // Adds "name: value". Returns false, adding nothing, when the name is not a token or the value
   // holds CR, LF or NUL: a handler can never split the response.
   bool add_header(std::string_view name, std::string_view value);
-  void set_content_type(std::string_view type) { add_header("Content-Type", type); }
+  void set_content_type(std::string_view type);
 
   // Pre-serialized "Name: value\r\n" lines built once by a handler (a cached file's headers). The
   // bytes are borrowed: they must stay valid until the handler returns.
@@ -82,6 +82,8 @@ class Response {
   std::string body_;
   std::vector<Segment> segments_;
   size_t body_length_ = 0;
+
+  bool append_header_line(std::string_view name, std::string_view value);
 };
 
 }  // namespace peregrine
