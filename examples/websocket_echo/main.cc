@@ -6,6 +6,8 @@
 //
 // Usage: websocket_echo [--listen ADDR] [--workers N] [--max-message-bytes N]
 //                       [--max-queued-bytes N] [--ping-interval-ms MS]
+//        websocket_echo --config FILE [...]   routes from a TOML file naming the handlers
+//                                             "echo" (the WebSocket) and "stats"
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -25,6 +27,16 @@ std::atomic<int> last_close{0};
 uint64_t number(std::map<std::string, std::string>& options, const char* name, uint64_t value) {
   return options.count(name) ? std::strtoull(options[name].c_str(), nullptr, 10) : value;
 }
+
+class Stats final : public peregrine::Handler {
+ public:
+  void handle(const peregrine::Request&, peregrine::Response& r) override {
+    r.set_content_type("application/json");
+    r.set_body("{\"open\": " + std::to_string(open_count.load()) +
+               ", \"closed\": " + std::to_string(closed_count.load()) +
+               ", \"last_close\": " + std::to_string(last_close.load()) + "}\n");
+  }
+};
 
 }  // namespace
 
@@ -50,12 +62,13 @@ int main(int argc, char** argv) {
     closed_count.fetch_add(1, std::memory_order_relaxed);
     last_close.store(code, std::memory_order_relaxed);
   };
-  server.route("/stats", [](const peregrine::Request&, peregrine::Response& r) {
-    r.set_content_type("application/json");
-    r.set_body("{\"open\": " + std::to_string(open_count.load()) +
-               ", \"closed\": " + std::to_string(closed_count.load()) +
-               ", \"last_close\": " + std::to_string(last_close.load()) + "}\n");
-  });
-  server.websocket("/", echo, ws);
+  if (options.count("--config")) {
+    auto handler = peregrine::websocket_handler(echo);
+    server.config_file(options["--config"])
+        .register_websocket("echo", [handler] { return handler; }, ws)
+        .register_handler("stats", [] { return std::make_shared<Stats>(); });
+  } else {
+    server.route("/stats", std::make_shared<Stats>()).websocket("/", echo, ws);
+  }
   return server.run();
 }

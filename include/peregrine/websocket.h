@@ -133,5 +133,7 @@ struct WebSocketCallbacks {
   std::function<void(WebSocket, std::string_view, MessageType)> on_message;
   std::function<void(WebSocket, uint16_t, std::string_view)> on_close;
 };
+// The functions as a handler (for Server::register_websocket, say).
+std::shared_ptr<WebSocketHandler> websocket_handler(WebSocketCallbacks callbacks);
 
 }  // namespace peregrine

@@ -397,7 +397,7 @@ void WebSocketEndpoint::for_each(const std::function<void(WebSocket&)>& f) {
 
 // ---- The route's handler -----------------------------------------------------------------------
 
-namespace peregrine::application {
+namespace peregrine {
 
 namespace {
 
@@ -420,9 +420,13 @@ class CallbackHandler final : public WebSocketHandler {
 
 }  // namespace
 
-std::shared_ptr<WebSocketHandler> handler_from_callbacks(WebSocketCallbacks callbacks) {
+std::shared_ptr<WebSocketHandler> websocket_handler(WebSocketCallbacks callbacks) {
   return std::make_shared<CallbackHandler>(std::move(callbacks));
 }
+
+}  // namespace peregrine
+
+namespace peregrine::application {
 
 WebSocketEndpoint::WebSocketEndpoint(std::string name, std::shared_ptr<WebSocketHandler> handler,
                                      WebSocketOptions options, const bool* draining)

@@ -143,7 +143,4 @@ class WebSocketEndpoint final : public handlers::StreamHandler {
   std::shared_ptr<detail::WebSocketHub> hub_;
 };
 
-// Wraps WebSocketCallbacks as a WebSocketHandler.
-std::shared_ptr<WebSocketHandler> handler_from_callbacks(WebSocketCallbacks callbacks);
-
 }  // namespace peregrine::application
