@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
   peregrine::WebSocketCallbacks chat;
   chat.on_open = [](peregrine::WebSocket ws) {
     ws.data() = name_of(ws);
-    ws.send_text("{\"welcome\": \"" + name_of(ws) + "\", \"worker\": " +
-                 std::to_string(ws.worker().id()) + "}");
+    ws.send_text("{\"welcome\": \"" + name_of(ws) +
+                 "\", \"worker\": " + std::to_string(ws.worker().id()) + "}");
     ws.endpoint().broadcast_all(name_of(ws) + " joined");
   };
   chat.on_message = [](peregrine::WebSocket ws, std::string_view text, peregrine::MessageType) {

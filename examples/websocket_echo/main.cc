@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
   if (options.count("--config")) {
     auto handler = peregrine::websocket_handler(echo);
     server.config_file(options["--config"])
-        .register_websocket("echo", [handler] { return handler; }, ws)
+        .register_websocket(
+            "echo", [handler] { return handler; }, ws)
         .register_handler("stats", [] { return std::make_shared<Stats>(); });
   } else {
     server.route("/stats", std::make_shared<Stats>()).websocket("/", echo, ws);

@@ -92,7 +92,7 @@ class WebSocket {
   WebSocket& operator=(WebSocket other) noexcept;
   ~WebSocket();
 
-  uint64_t id() const;  // unique in the process
+  uint64_t id() const;   // unique in the process
   bool is_open() const;  // messages may be sent (false from the start of on_close)
   // The upgrade request. Valid while is_open(); copy what you need for later.
   const Request& request() const;

@@ -148,8 +148,7 @@ Server& Server::route_async_factory(std::string prefix, AsyncHandlerFactory fact
 }
 Server& Server::websocket(std::string prefix, WebSocketCallbacks callbacks,
                           WebSocketOptions options) {
-  return websocket(std::move(prefix), websocket_handler(std::move(callbacks)),
-                   std::move(options));
+  return websocket(std::move(prefix), websocket_handler(std::move(callbacks)), std::move(options));
 }
 Server& Server::websocket(std::string prefix, std::shared_ptr<WebSocketHandler> handler,
                           WebSocketOptions options) {

@@ -82,9 +82,9 @@ void WebSocketHub::remove(WebSocketConnection* connection) {
 size_t WebSocketHub::broadcast(std::string_view data, MessageType type) {
   frame_.clear();
   // A server's frames carry no mask: one encoding serves every connection.
-  websocket::write_frame(frame_, type == MessageType::kText ? websocket::Opcode::kText
-                                                            : websocket::Opcode::kBinary,
-                         data);
+  websocket::write_frame(
+      frame_, type == MessageType::kText ? websocket::Opcode::kText : websocket::Opcode::kBinary,
+      data);
   // A client dropped as too slow leaves the list while we walk it: walk a copy, holding each.
   std::vector<Ref<WebSocketConnection>> targets(open_.begin(), open_.end());
   size_t sent = 0;
@@ -118,8 +118,7 @@ void WebSocketHub::tick() {
 // ---- WebSocketConnection ---------------------------------------------------------------------
 
 WebSocketConnection::WebSocketConnection(const Request& request, handlers::Downstream& downstream,
-                                         std::shared_ptr<WebSocketHub> hub,
-                                         std::string subprotocol)
+                                         std::shared_ptr<WebSocketHub> hub, std::string subprotocol)
     : request_(&request),
       downstream_(&downstream),
       hub_(std::move(hub)),
