@@ -4,7 +4,8 @@
 //
 //   GET /        a small HTML page that joins the chat
 //   ws://ADDR/chat   on connect: {"welcome": "guest-ID", "worker": W}; then each line any client
-//                    sends arrives to all as "guest-ID: text"; joins and leaves are announced
+//                    sends arrives to all as "guest-ID: text"; joins and leaves are announced;
+//                    "/quit" makes the server close the connection (1000, "bye")
 //
 // Usage: websocket_chat [--listen ADDR] [--workers N]
 #include <string>
@@ -52,6 +53,10 @@ int main(int argc, char** argv) {
     ws.endpoint().broadcast_all(name_of(ws) + " joined");
   };
   chat.on_message = [](peregrine::WebSocket ws, std::string_view text, peregrine::MessageType) {
+    if (text == "/quit") {  // the server closes: on_close follows the client's answer
+      ws.close(1000, "bye");
+      return;
+    }
     ws.endpoint().broadcast_all(std::any_cast<std::string&>(ws.data()) + ": " + std::string(text));
   };
   chat.on_close = [](peregrine::WebSocket ws, uint16_t, std::string_view) {

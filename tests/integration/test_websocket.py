@@ -388,7 +388,15 @@ class ChatTest(ServerTestCase):
             await leaving.close()
             while (await asyncio.wait_for(speaker.recv(), 5)) != f"{left_name} left":
                 pass
-            for ws, _ in clients[:-1]:
+            quitter, quitter_name = clients[-2]
+            await quitter.send("/quit")  # the server's close(), answered by the client
+            with self.assertRaises(websockets.ConnectionClosedOK) as caught:
+                while True:
+                    await quitter.recv()
+            self.assertEqual((caught.exception.rcvd.code, caught.exception.rcvd.reason), (1000, "bye"))
+            while (await asyncio.wait_for(speaker.recv(), 5)) != f"{quitter_name} left":
+                pass
+            for ws, _ in clients[:-2]:
                 await ws.close()
 
         run(scenario())

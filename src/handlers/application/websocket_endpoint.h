@@ -82,7 +82,9 @@ class WebSocketConnection final : public RefCounted, public handlers::Exchange {
 
   // ---- For WebSocket and the hub ----
   uint64_t id() const { return id_; }
-  bool is_open() const { return open_; }
+  bool is_open() const {
+    return open_ && !ended_ && session_.state() == websocket::Session::State::kOpen;
+  }
   const Request& request() const { return *request_; }
   std::string_view subprotocol() const { return subprotocol_; }
   WebSocketHub& hub() const { return *hub_; }
