@@ -41,7 +41,10 @@ class RecordingDownstream final : public handlers::Downstream {
 // Records the callbacks; echoes each message and keeps what send() answered.
 class Recorder final : public WebSocketHandler {
  public:
-  void on_open(WebSocket) override { log.push_back("open"); }
+  void on_open(WebSocket ws) override {
+    log.push_back("open");
+    ws.on_writable([this] { log.push_back("writable"); });
+  }
   void on_message(WebSocket ws, std::string_view data, MessageType) override {
     log.push_back("message " + std::string(data));
     results.push_back(ws.send_text(data));
@@ -148,11 +151,12 @@ TEST_F(WebSocketEndpointTest, WritableAgainFlushesTheBacklog) {
             "\x81\x01"
             "a");
   downstream_.full = false;
-  exchange->on_writable();
+  exchange->on_writable();  // the backlog goes first, then the application hears of the room
   EXPECT_EQ(downstream_.sent,
             "\x81\x01"
             "a\x81\x01"
             "b");
+  EXPECT_EQ(handler_->log.back(), "writable");
   exchange->on_abort();
   turn();
   EXPECT_EQ(handler_->log.back(), "close 1006 ");
