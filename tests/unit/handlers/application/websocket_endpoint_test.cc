@@ -78,6 +78,13 @@ class WebSocketEndpointTest : public ::testing::Test {
     endpoint_ =
         std::make_unique<application::WebSocketEndpoint>("test", handler_, options, &draining_);
   }
+  // The endpoint, and an accepted upgrade's exchange (null when the handshake was refused).
+  handlers::Exchange* open(WebSocketOptions options = {}) {
+    make(std::move(options));
+    handlers::Exchange* exchange = endpoint_->start(request_, downstream_);
+    EXPECT_NE(exchange, nullptr);
+    return exchange;
+  }
   void turn(int64_t ms = 0) {
     clock_.monotonic_ms += ms;
     worker_.run(clock_.monotonic_ms);
@@ -103,8 +110,7 @@ TEST_F(WebSocketEndpointTest, NoUpgradeIs426) {
 }
 
 TEST_F(WebSocketEndpointTest, MessagesThenThePeersCloseThenOnCloseOnce) {
-  make();
-  handlers::Exchange* exchange = endpoint_->start(request_, downstream_);
+  handlers::Exchange* exchange = open();
   ASSERT_NE(exchange, nullptr);
   EXPECT_EQ(downstream_.events, std::vector<std::string>{"head 101"});
   // A message split anywhere arrives whole; the echo is an unmasked frame.
@@ -123,8 +129,7 @@ TEST_F(WebSocketEndpointTest, MessagesThenThePeersCloseThenOnCloseOnce) {
 TEST_F(WebSocketEndpointTest, SlowClientIsDroppedPastTheQueueBound) {
   WebSocketOptions options;
   options.max_queued_bytes = 100;
-  make(options);
-  handlers::Exchange* exchange = endpoint_->start(request_, downstream_);
+  handlers::Exchange* exchange = open(options);
   ASSERT_NE(exchange, nullptr);
   downstream_.full = true;
   std::string forty(40, 'x');
@@ -141,8 +146,7 @@ TEST_F(WebSocketEndpointTest, SlowClientIsDroppedPastTheQueueBound) {
 }
 
 TEST_F(WebSocketEndpointTest, WritableAgainFlushesTheBacklog) {
-  make();
-  handlers::Exchange* exchange = endpoint_->start(request_, downstream_);
+  handlers::Exchange* exchange = open();
   ASSERT_NE(exchange, nullptr);
   downstream_.full = true;
   exchange->on_body(masked(websocket::Opcode::kText, "a"), false);
@@ -163,8 +167,7 @@ TEST_F(WebSocketEndpointTest, WritableAgainFlushesTheBacklog) {
 }
 
 TEST_F(WebSocketEndpointTest, GracefulStopSends1001) {
-  make();
-  handlers::Exchange* exchange = endpoint_->start(request_, downstream_);
+  handlers::Exchange* exchange = open();
   ASSERT_NE(exchange, nullptr);
   draining_ = true;
   turn(300);  // the hub's timer
