@@ -438,12 +438,17 @@ handlers::Exchange* WebSocketEndpoint::start(const Request& request,
                                              handlers::Downstream& downstream) {
   websocket::HandshakeAnswer answer = websocket::check_upgrade(request);
   Response head;
-  if (answer.status != 101 || !this_worker()) {
-    if (answer.status != 101)
-      LOG_INFO("websocket %.*s: %d: %.*s", static_cast<int>(request.path.size()),
-               request.path.data(), answer.status, static_cast<int>(answer.error.size()),
-               answer.error.data());
-    head.set_status(answer.status != 101 ? answer.status : 500);
+  if (answer.status == 101 && !hub_->on_own_worker()) {
+    // Only a worker thread runs the route table that built this hub; anything else is a bug.
+    LOG_ERROR("websocket %.*s: endpoint started off its worker thread",
+              static_cast<int>(request.path.size()), request.path.data());
+    downstream.fail(500);
+    return nullptr;
+  }
+  if (answer.status != 101) {
+    LOG_INFO("websocket %.*s: %d: %.*s", static_cast<int>(request.path.size()), request.path.data(),
+             answer.status, static_cast<int>(answer.error.size()), answer.error.data());
+    head.set_status(answer.status);
     for (const auto& [name, value] : answer.headers) head.add_header(name, value);
     downstream.respond(head);
     return nullptr;

@@ -43,6 +43,8 @@ class WebSocketHub : public std::enable_shared_from_this<WebSocketHub> {
   const WebSocketOptions& options() const { return options_; }
   const std::vector<std::string_view>& subprotocols() const { return subprotocols_; }
   Worker& worker() const { return *worker_; }
+  // Whether the calling thread is the worker this hub belongs to (its route table's).
+  bool on_own_worker() const { return worker_ && worker_ == this_worker(); }
 
   void add(WebSocketConnection* connection);
   void remove(WebSocketConnection* connection);
