@@ -23,6 +23,7 @@
 #include "peregrine/handler.h"
 #include "peregrine/request.h"
 #include "peregrine/response.h"
+#include "peregrine/websocket.h"
 
 namespace peregrine {
 
@@ -33,6 +34,7 @@ class Server {
   // Also takes a coroutine: a function returning peregrine::Task.
   using AsyncFunction = std::function<void(const Request&, AsyncResponse)>;
   using AsyncHandlerFactory = std::function<std::shared_ptr<AsyncHandler>()>;
+  using WebSocketFactory = std::function<std::shared_ptr<WebSocketHandler>()>;
 
   Server();
   ~Server();
@@ -55,11 +57,22 @@ class Server {
   Server& route_async(std::string prefix, AsyncFunction function);
   Server& route_async(std::string prefix, std::shared_ptr<AsyncHandler> handler);
   Server& route_async_factory(std::string prefix, AsyncHandlerFactory factory);
+  // WebSocket endpoints (peregrine/websocket.h): an upgrade request to `prefix` opens a
+  // connection; any other request gets 426 (no upgrade) or 400 (a malformed one). A shared
+  // handler's callbacks run on every worker at once; a factory gives each worker its own.
+  Server& websocket(std::string prefix, WebSocketCallbacks callbacks,
+                    WebSocketOptions options = {});
+  Server& websocket(std::string prefix, std::shared_ptr<WebSocketHandler> handler,
+                    WebSocketOptions options = {});
+  Server& websocket_factory(std::string prefix, WebSocketFactory factory,
+                            WebSocketOptions options = {});
 
   // ---- Or from a TOML file, whose `handler = "NAME"` routes name handlers registered here ----
   Server& config_file(std::string path);
   Server& register_handler(std::string name, HandlerFactory factory);
   Server& register_async_handler(std::string name, AsyncHandlerFactory factory);
+  Server& register_websocket(std::string name, WebSocketFactory factory,
+                             WebSocketOptions options = {});
 
   // Whether run() handles SIGTERM/SIGINT/SIGQUIT/SIGHUP/SIGUSR1 (default: yes).
   Server& handle_signals(bool enabled);

@@ -7,6 +7,7 @@
 #include "core/strings.h"
 #include "handlers/ajp/ajp_handler.h"
 #include "handlers/application/async_call.h"
+#include "handlers/application/websocket_endpoint.h"
 #include "handlers/fastcgi/fastcgi_handler.h"
 #include "handlers/proxy/proxy_handler.h"
 #include "handlers/return/return_handler.h"
@@ -141,6 +142,10 @@ Ref<RouteTable> RouteTable::build(std::shared_ptr<const config::Config> config,
               stream = std::make_shared<application::AsyncAdapter>(std::move(app));
           } else if (it != registry.end() && it->second.sync) {
             handler = it->second.sync();
+          } else if (it != registry.end() && it->second.websocket) {
+            if (std::shared_ptr<WebSocketHandler> app = it->second.websocket())
+              stream = std::make_shared<application::WebSocketEndpoint>(
+                  it->first, std::move(app), it->second.websocket_options, env.draining);
           }
           if (!handler && !stream) {
             *error =

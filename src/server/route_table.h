@@ -33,10 +33,13 @@ namespace peregrine::server {
 
 // Application handlers an embedding program registered by name. Each worker calls the factory
 // once per route that names it; returning one shared, thread-safe instance is fine. One of the
-// two is set: a synchronous Handler, or an AsyncHandler (run through application::AsyncAdapter).
+// three is set: a synchronous Handler, an AsyncHandler (run through application::AsyncAdapter)
+// or a WebSocket endpoint (application::WebSocketEndpoint, with its options).
 struct RegisteredHandler {
   Server::HandlerFactory sync;
   Server::AsyncHandlerFactory async;
+  Server::WebSocketFactory websocket = nullptr;
+  WebSocketOptions websocket_options = {};
 };
 using HandlerRegistry = std::map<std::string, RegisteredHandler, std::less<>>;
 

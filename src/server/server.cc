@@ -9,6 +9,7 @@
 
 #include "config/listen_address.h"
 #include "core/log.h"
+#include "handlers/application/websocket_endpoint.h"
 #include "server/server_process.h"
 
 namespace peregrine {
@@ -145,6 +146,22 @@ Server& Server::route_async_factory(std::string prefix, AsyncHandlerFactory fact
   impl_->routes.push_back({std::move(prefix), name, {}});
   return *this;
 }
+Server& Server::websocket(std::string prefix, WebSocketCallbacks callbacks,
+                          WebSocketOptions options) {
+  return websocket(std::move(prefix), websocket_handler(std::move(callbacks)), std::move(options));
+}
+Server& Server::websocket(std::string prefix, std::shared_ptr<WebSocketHandler> handler,
+                          WebSocketOptions options) {
+  return websocket_factory(
+      std::move(prefix), [handler] { return handler; }, std::move(options));
+}
+Server& Server::websocket_factory(std::string prefix, WebSocketFactory factory,
+                                  WebSocketOptions options) {
+  std::string name = "route#" + std::to_string(impl_->routes.size());
+  register_websocket(name, std::move(factory), std::move(options));
+  impl_->routes.push_back({std::move(prefix), name, {}});
+  return *this;
+}
 Server& Server::static_files(std::string prefix, std::string root) {
   impl_->routes.push_back({std::move(prefix), {}, std::move(root)});
   return *this;
@@ -159,6 +176,11 @@ Server& Server::register_handler(std::string name, HandlerFactory factory) {
 }
 Server& Server::register_async_handler(std::string name, AsyncHandlerFactory factory) {
   impl_->registry[std::move(name)] = {nullptr, std::move(factory)};
+  return *this;
+}
+Server& Server::register_websocket(std::string name, WebSocketFactory factory,
+                                   WebSocketOptions options) {
+  impl_->registry[std::move(name)] = {nullptr, nullptr, std::move(factory), std::move(options)};
   return *this;
 }
 Server& Server::handle_signals(bool enabled) {
