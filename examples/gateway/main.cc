@@ -1,0 +1,97 @@
+// A coroutine handler that calls a back end through peregrine::HttpClient and answers with its
+// result:
+//
+//   ANY /gateway/REST?QUERY  → the same method, REST and QUERY (and the request body) sent to
+//                              BACKEND/REST?QUERY; its status, Content-Type and body come back
+//                              (X-Backend-Status: its status). A failed call answers 502 (504
+//                              for a timeout) with X-Client-Error naming the error.
+//
+// The call is tied to the request: a client that goes away aborts the back-end call (its
+// connection is closed) and the coroutine resumes with kCancelled.
+//
+// Usage: gateway --backend URL [--listen ADDR] [--workers N] [--connect-timeout-ms N]
+//                [--read-timeout-ms N] [--timeout-ms N] [--max-body N] [--keepalive N]
+//                [--tls-verify on|off] [--ca-file PEM]
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "../common/command_line.h"
+#include "peregrine/async.h"
+#include "peregrine/http_client.h"
+#include "peregrine/server.h"
+
+namespace {
+
+peregrine::Task forward(const peregrine::Request& request, peregrine::AsyncResponse res,
+                        peregrine::HttpClient client, std::string backend) {
+  // What the call needs, copied before the first co_await.
+  peregrine::HttpRequest call;
+  call.method = std::string(request.method_text);
+  std::string_view rest = request.path.substr(std::string_view("/gateway").size());
+  call.url = backend + std::string(rest.empty() ? "/" : rest);
+  if (!request.query.empty()) call.url += "?" + std::string(request.query);
+  if (auto type = request.header("Content-Type"))
+    call.headers.emplace_back("Content-Type", std::string(*type));
+  for (;;) {  // the request body, piece by piece
+    peregrine::BodyPiece piece = co_await res.read();
+    if (piece.cancelled) co_return;
+    call.body.append(piece.bytes);
+    if (piece.last) break;
+  }
+
+  peregrine::HttpResponse answer = co_await client.request(std::move(call), res);
+  if (answer.error == peregrine::HttpError::kCancelled) co_return;  // the client left
+  peregrine::Response& out = res.response();
+  if (!answer.ok()) {
+    out.set_status(answer.error == peregrine::HttpError::kTimeout ? 504 : 502);
+    out.add_header("X-Client-Error", peregrine::http_error_name(answer.error));
+    out.set_content_type("text/plain");
+    out.set_body("gateway: " + std::string(peregrine::http_error_name(answer.error)) + ": " +
+                 answer.error_text + "\n");
+    res.respond();
+    co_return;
+  }
+  out.set_status(answer.status);
+  out.add_header("X-Backend-Status", std::to_string(answer.status));
+  if (auto type = answer.header("Content-Type")) out.set_content_type(*type);
+  out.set_body(answer.body);
+  res.respond();
+}
+
+std::chrono::milliseconds millis(const std::map<std::string, std::string>& args, const char* name,
+                                 std::chrono::milliseconds fallback) {
+  auto it = args.find(name);
+  return it == args.end() ? fallback : std::chrono::milliseconds(std::atoll(it->second.c_str()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  peregrine::Server server;
+  std::map<std::string, std::string> args = examples::apply_command_line(server, argc, argv);
+  auto backend = args.find("--backend");
+  if (backend == args.end()) {
+    std::fprintf(stderr, "usage: gateway --backend URL [--listen ADDR] [options]\n");
+    return 2;
+  }
+  peregrine::HttpClientOptions options;
+  options.connect_timeout = millis(args, "--connect-timeout-ms", options.connect_timeout);
+  options.read_timeout = millis(args, "--read-timeout-ms", options.read_timeout);
+  options.timeout = millis(args, "--timeout-ms", options.timeout);
+  if (args.count("--max-body")) options.max_body_bytes = std::strtoull(args["--max-body"].c_str(), nullptr, 10);
+  if (args.count("--keepalive")) options.keepalive = static_cast<uint32_t>(std::atoi(args["--keepalive"].c_str()));
+  if (args.count("--tls-verify")) options.tls_verify = args["--tls-verify"] != "off";
+  if (args.count("--ca-file")) options.ca_file = args["--ca-file"];
+
+  // The client and the back end's URL go to the coroutine as parameters: they live in its
+  // frame, not in the lambda (which a reload may free while the coroutine waits).
+  peregrine::HttpClient client(options);
+  std::string base = backend->second;
+  while (!base.empty() && base.back() == '/') base.pop_back();
+  server.route_async("/gateway", [client, base](const peregrine::Request& request,
+                                                peregrine::AsyncResponse res) {
+    return forward(request, std::move(res), client, base);
+  });
+  return server.run();
+}
