@@ -28,7 +28,8 @@ peregrine::Task forward(const peregrine::Request& request, peregrine::AsyncRespo
   // What the call needs, copied before the first co_await.
   peregrine::HttpRequest call;
   call.method = std::string(request.method_text);
-  std::string_view rest = request.path.substr(std::string_view("/gateway").size());
+  // The raw path: still percent-encoded, as it must go on the wire.
+  std::string_view rest = request.raw_path.substr(std::string_view("/gateway").size());
   call.url = backend + std::string(rest.empty() ? "/" : rest);
   if (!request.query.empty()) call.url += "?" + std::string(request.query);
   if (auto type = request.header("Content-Type"))
