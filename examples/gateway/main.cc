@@ -6,12 +6,14 @@
 //                              (X-Backend-Status: its status). A failed call answers 502 (504
 //                              for a timeout) with X-Client-Error naming the error.
 //
+//   GET /size/REST           → callback style: "STATUS BYTES\n" of a GET of BACKEND/REST
+//
 // The call is tied to the request: a client that goes away aborts the back-end call (its
 // connection is closed) and the coroutine resumes with kCancelled.
 //
 // Usage: gateway --backend URL [--listen ADDR] [--workers N] [--connect-timeout-ms N]
 //                [--read-timeout-ms N] [--timeout-ms N] [--max-body N] [--keepalive N]
-//                [--tls-verify on|off] [--ca-file PEM]
+//                [--max-connections N] [--tls-verify on|off] [--ca-file PEM]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -60,6 +62,28 @@ peregrine::Task forward(const peregrine::Request& request, peregrine::AsyncRespo
   res.respond();
 }
 
+// The same client with a callback: it runs on the worker's loop once the call ended.
+void size_of(const peregrine::Request& request, peregrine::AsyncResponse res,
+             peregrine::HttpClient& client, const std::string& backend) {
+  std::string url = backend + std::string(request.raw_path.substr(std::string_view("/size").size()));
+  if (!request.query.empty()) url += "?" + std::string(request.query);
+  client.request(
+      {"GET", url, {}, {}},
+      [res](peregrine::HttpResponse& answer) mutable {
+        if (answer.error == peregrine::HttpError::kCancelled) return;
+        res.response().set_content_type("text/plain");
+        if (answer.ok()) {
+          res.response().set_body(std::to_string(answer.status) + " " +
+                                  std::to_string(answer.body.size()) + "\n");
+        } else {
+          res.response().set_status(502);
+          res.response().set_body(std::string(peregrine::http_error_name(answer.error)) + "\n");
+        }
+        res.respond();
+      },
+      &res);
+}
+
 std::chrono::milliseconds millis(const std::map<std::string, std::string>& args, const char* name,
                                  std::chrono::milliseconds fallback) {
   auto it = args.find(name);
@@ -82,6 +106,8 @@ int main(int argc, char** argv) {
   options.timeout = millis(args, "--timeout-ms", options.timeout);
   if (args.count("--max-body")) options.max_body_bytes = std::strtoull(args["--max-body"].c_str(), nullptr, 10);
   if (args.count("--keepalive")) options.keepalive = static_cast<uint32_t>(std::atoi(args["--keepalive"].c_str()));
+  if (args.count("--max-connections"))
+    options.max_connections = static_cast<uint32_t>(std::atoi(args["--max-connections"].c_str()));
   if (args.count("--tls-verify")) options.tls_verify = args["--tls-verify"] != "off";
   if (args.count("--ca-file")) options.ca_file = args["--ca-file"];
 
@@ -93,6 +119,12 @@ int main(int argc, char** argv) {
   server.route_async("/gateway", [client, base](const peregrine::Request& request,
                                                 peregrine::AsyncResponse res) {
     return forward(request, std::move(res), client, base);
+  });
+  // A callback outlives this lambda's call, not the handler: it captures only `res` (and the
+  // client and URL are used before handle() returns).
+  server.route_async("/size", [client, base](const peregrine::Request& request,
+                                             peregrine::AsyncResponse res) mutable {
+    size_of(request, std::move(res), client, base);
   });
   return server.run();
 }

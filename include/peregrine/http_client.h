@@ -48,7 +48,7 @@ enum class HttpError : uint8_t {
   kInvalidRequest,  // a malformed URL, method or header: nothing was sent
   kFailed,          // connect refused or failed, TLS failure (verification), reset, bad response
   kTimeout,         // connect_timeout, read_timeout or the call's timeout
-  kBusy,            // max_connections in use and the wait too long
+  kBusy,            // max_connections in use, and 1024 calls wait already or this one 30 s
   kTooLarge,        // the response body is over max_body_bytes
   kCancelled,       // the AsyncResponse's client went away, or the worker stops
   kNoWorker,        // not called on a worker thread while the server runs
@@ -64,8 +64,7 @@ struct HttpClientOptions {
   // how long one may idle.
   uint32_t keepalive = 32;
   std::chrono::milliseconds keepalive_timeout{60'000};
-  // Calls in flight per worker and origin (0: no limit); more wait (kBusy after 30 s, or at the
-  // call's timeout).
+  // Calls in flight per worker and origin (0: no limit); more wait for a free one, in order.
   uint32_t max_connections = 0;
   // https: verify the server's certificate chain and name (against ca_file, or the system's
   // store when empty). Turning it off makes the call open to anyone on the path.

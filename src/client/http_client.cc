@@ -113,7 +113,6 @@ Origin* origin_for(WorkerState& state, const Url& url, const HttpClientOptions& 
   g.connect_timeout = o.connect_timeout;
   g.send_timeout = o.read_timeout;
   g.read_timeout = o.read_timeout;
-  if (o.timeout.count() > 0) g.queue_timeout = o.timeout;
   if (url.tls) {
     g.tls.enabled = true;
     g.tls.verify = o.tls_verify;
@@ -352,6 +351,10 @@ void ClientCall::take_head(const Response& r) {
 }
 
 void ClientCall::respond(Response& response) {
+  if (request_.upstream.status == 0) {  // no back end answered: the exchange's own 503
+    fail(response.status());
+    return;
+  }
   take_head(response);
   result_.body.clear();
   for (const Response::Segment& s : response.segments()) {
@@ -394,7 +397,7 @@ void ClientCall::fail(int status) {
       complete(HttpError::kTimeout, "timed out (connect_timeout or read_timeout)");
       return;
     case 503:
-      complete(HttpError::kBusy, "no free connection to the origin in time");
+      complete(HttpError::kBusy, "max_connections in use and the wait queue full or too long");
       return;
     default:
       complete(HttpError::kFailed, head_sent_ ? "the connection broke in the response body"

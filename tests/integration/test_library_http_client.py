@@ -111,6 +111,28 @@ class HttpClientTest(ServerTestCase):
             self.assertEqual((status, len(body)), (200, size))
             self.assertEqual(hashlib.sha256(body).hexdigest(), pattern_sha256(size))
 
+    def test_callback_style(self):
+        srv = self.gateway()
+        self.assertEqual(self.call(srv.port, "GET", "/size/download?bytes=12345")[2],
+                         b"200 12345\n")
+        self.assertEqual(self.call(srv.port, "GET", "/size/status?code=404")[2], b"404 17\n")
+        refused = self.gateway(f"http://127.0.0.1:{free_port()}")
+        self.assertEqual(self.call(refused.port, "GET", "/size/x")[:3:2], (502, b"failed\n"))
+
+    def test_max_connections_queues_calls(self):
+        srv = self.gateway(None, "--max-connections", "2")
+        self.backend.reset()
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(
+            self.call(srv.port, "GET", "/gateway/slow?ms=300")[0])) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(results, [200] * 6)
+        stats = self.backend.stats()
+        self.assertEqual((stats["peak"], stats["requests"]), (2, 6))
+
     def test_connect_refused_is_an_error(self):
         srv = self.gateway(f"http://127.0.0.1:{free_port()}")
         for _ in range(2):  # the origin is not marked down: each call tries again
