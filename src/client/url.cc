@@ -59,6 +59,7 @@ std::optional<Url> parse_url(std::string_view text, std::string* error) {
 
   std::string_view host = authority;
   std::string_view port;
+  bool port_written = false;  // a ':' after the host: the port must follow
   if (!authority.empty() && authority.front() == '[') {
     size_t close = authority.find(']');
     if (close == std::string_view::npos) {
@@ -73,6 +74,7 @@ std::optional<Url> parse_url(std::string_view text, std::string* error) {
         return std::nullopt;
       }
       port = after.substr(1);
+      port_written = true;
     }
     for (char ch : host)
       if (!(ch == ':' || ch == '.' || (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
@@ -85,6 +87,7 @@ std::optional<Url> parse_url(std::string_view text, std::string* error) {
     if (colon != std::string_view::npos) {
       host = authority.substr(0, colon);
       port = authority.substr(colon + 1);
+      port_written = true;
     }
     for (char ch : host)
       if (!host_char_ok(ch)) {
@@ -98,7 +101,7 @@ std::optional<Url> parse_url(std::string_view text, std::string* error) {
   }
   url.host = std::string(host);
   url.port = url.tls ? 443 : 80;
-  if (!port.empty()) {
+  if (port_written) {
     unsigned value = 0;
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
     if (ec != std::errc() || end != port.data() + port.size() || value == 0 || value > 65535) {

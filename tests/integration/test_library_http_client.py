@@ -141,6 +141,12 @@ class HttpClientTest(ServerTestCase):
             self.assertEqual(headers["x-client-error"], "failed")
         self.assertIn("connect failed: Connection refused", srv.stderr())
 
+    def test_invalid_url_sends_nothing(self):
+        srv = self.gateway("ftp://127.0.0.1:21")
+        status, headers, body = self.call(srv.port, "GET", "/gateway/x")
+        self.assertEqual((status, headers["x-client-error"]), (502, "invalid request"))
+        self.assertIn(b"unsupported scheme", body)
+
     def test_read_timeout_is_an_error(self):
         srv = self.gateway(None, "--read-timeout-ms", "300")
         started = time.monotonic()
