@@ -65,7 +65,8 @@ peregrine::Task forward(const peregrine::Request& request, peregrine::AsyncRespo
 // The same client with a callback: it runs on the worker's loop once the call ended.
 void size_of(const peregrine::Request& request, peregrine::AsyncResponse res,
              peregrine::HttpClient& client, const std::string& backend) {
-  std::string url = backend + std::string(request.raw_path.substr(std::string_view("/size").size()));
+  std::string url =
+      backend + std::string(request.raw_path.substr(std::string_view("/size").size()));
   if (!request.query.empty()) url += "?" + std::string(request.query);
   client.request(
       {"GET", url, {}, {}},
@@ -104,8 +105,10 @@ int main(int argc, char** argv) {
   options.connect_timeout = millis(args, "--connect-timeout-ms", options.connect_timeout);
   options.read_timeout = millis(args, "--read-timeout-ms", options.read_timeout);
   options.timeout = millis(args, "--timeout-ms", options.timeout);
-  if (args.count("--max-body")) options.max_body_bytes = std::strtoull(args["--max-body"].c_str(), nullptr, 10);
-  if (args.count("--keepalive")) options.keepalive = static_cast<uint32_t>(std::atoi(args["--keepalive"].c_str()));
+  if (args.count("--max-body"))
+    options.max_body_bytes = std::strtoull(args["--max-body"].c_str(), nullptr, 10);
+  if (args.count("--keepalive"))
+    options.keepalive = static_cast<uint32_t>(std::atoi(args["--keepalive"].c_str()));
   if (args.count("--max-connections"))
     options.max_connections = static_cast<uint32_t>(std::atoi(args["--max-connections"].c_str()));
   if (args.count("--tls-verify")) options.tls_verify = args["--tls-verify"] != "off";
@@ -116,10 +119,10 @@ int main(int argc, char** argv) {
   peregrine::HttpClient client(options);
   std::string base = backend->second;
   while (!base.empty() && base.back() == '/') base.pop_back();
-  server.route_async("/gateway", [client, base](const peregrine::Request& request,
-                                                peregrine::AsyncResponse res) {
-    return forward(request, std::move(res), client, base);
-  });
+  server.route_async(
+      "/gateway", [client, base](const peregrine::Request& request, peregrine::AsyncResponse res) {
+        return forward(request, std::move(res), client, base);
+      });
   // A callback outlives this lambda's call, not the handler: it captures only `res` (and the
   // client and URL are used before handle() returns).
   server.route_async("/size", [client, base](const peregrine::Request& request,

@@ -142,9 +142,9 @@ Origin* origin_for(WorkerState& state, const Url& url, const HttpClientOptions& 
 
 Method method_of(std::string_view text) {
   static constexpr std::pair<std::string_view, Method> kMethods[] = {
-      {"GET", Method::kGet},         {"HEAD", Method::kHead},   {"POST", Method::kPost},
-      {"PUT", Method::kPut},         {"DELETE", Method::kDelete}, {"OPTIONS", Method::kOptions},
-      {"PATCH", Method::kPatch},     {"TRACE", Method::kTrace}, {"CONNECT", Method::kConnect}};
+      {"GET", Method::kGet},     {"HEAD", Method::kHead},     {"POST", Method::kPost},
+      {"PUT", Method::kPut},     {"DELETE", Method::kDelete}, {"OPTIONS", Method::kOptions},
+      {"PATCH", Method::kPatch}, {"TRACE", Method::kTrace},   {"CONNECT", Method::kConnect}};
   for (const auto& [name, method] : kMethods)
     if (text == name) return method;
   return Method::kUnknown;
@@ -284,7 +284,8 @@ bool ClientCall::build_request(const client::Url& url, std::string* error) {
   }
   const bool body_method =
       r.method == Method::kPost || r.method == Method::kPut || r.method == Method::kPatch;
-  if (!spec_.body.empty() || body_method) r.content_length = static_cast<int64_t>(spec_.body.size());
+  if (!spec_.body.empty() || body_method)
+    r.content_length = static_cast<int64_t>(spec_.body.size());
   r.peer = reinterpret_cast<const sockaddr*>(&client::kLoopback);
   r.peer_len = sizeof client::kLoopback;
   return true;

@@ -77,8 +77,9 @@ TEST(ClientUrl, Refusals) {
 }
 
 TEST(ClientUrl, NothingThatCouldSplitTheRequestLine) {
-  for (std::string_view bad : std::initializer_list<std::string_view>{"http://h/a b", "http://h/a\r\nX: y", "http://h/\x7f",
-                               "http://h/?q=\"x\"", "http://h/a{b}", std::string_view("http://h/\0", 10)})
+  for (std::string_view bad : std::initializer_list<std::string_view>{
+           "http://h/a b", "http://h/a\r\nX: y", "http://h/\x7f", "http://h/?q=\"x\"",
+           "http://h/a{b}", std::string_view("http://h/\0", 10)})
     EXPECT_NE(parse_error(bad).find("invalid character"), std::string::npos) << bad;
 }
 
