@@ -141,12 +141,8 @@ Origin* origin_for(WorkerState& state, const Url& url, const HttpClientOptions& 
 }
 
 Method method_of(std::string_view text) {
-  static constexpr std::pair<std::string_view, Method> kMethods[] = {
-      {"GET", Method::kGet},     {"HEAD", Method::kHead},     {"POST", Method::kPost},
-      {"PUT", Method::kPut},     {"DELETE", Method::kDelete}, {"OPTIONS", Method::kOptions},
-      {"PATCH", Method::kPatch}, {"TRACE", Method::kTrace},   {"CONNECT", Method::kConnect}};
-  for (const auto& [name, method] : kMethods)
-    if (text == name) return method;
+  for (int m = 0; m < static_cast<int>(Method::kUnknown); ++m)
+    if (method_name(static_cast<Method>(m)) == text) return static_cast<Method>(m);
   return Method::kUnknown;
 }
 
