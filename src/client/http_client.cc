@@ -368,6 +368,7 @@ void ClientCall::respond(Response& response) {
 }
 
 bool ClientCall::send_head(Response& head, int64_t content_length) {
+  if (request_.is_head()) content_length = 0;  // the length of a body that does not come
   if (content_length > 0 && static_cast<uint64_t>(content_length) > options_.max_body_bytes) {
     complete(HttpError::kTooLarge, "the response's Content-Length is over max_body_bytes");
     return false;

@@ -175,6 +175,9 @@ class HttpClientTest(ServerTestCase):
             self.assertEqual(status, 502, (query, body))
             self.assertEqual(headers["x-client-error"], "too large", query)
         self.assertEqual(self.call(srv.port, "GET", "/gateway/x")[2], b"A")
+        # HEAD announces a length over the limit, but no body comes.
+        status, headers, body = self.call(srv.port, "HEAD", "/gateway/download?bytes=5000000")
+        self.assertEqual((status, headers["x-backend-status"], body), (200, "200", b""))
 
     def test_client_disconnect_cancels_the_backend_call(self):
         srv = self.gateway()
