@@ -6,6 +6,8 @@
 //                              (X-Backend-Status: its status). A failed call answers 502 (504
 //                              for a timeout) with X-Client-Error naming the error.
 //
+//   GET /stream/REST         → the back end's answer streamed through as it arrives, at the
+//                              pace the client reads it (any size: max-body does not apply)
 //   GET /size/REST           → callback style: "STATUS BYTES\n" of a GET of BACKEND/REST
 //
 // The call is tied to the request: a client that goes away aborts the back-end call (its
@@ -60,6 +62,36 @@ peregrine::Task forward(const peregrine::Request& request, peregrine::AsyncRespo
   if (auto type = answer.header("Content-Type")) out.set_content_type(*type);
   out.set_body(answer.body);
   res.respond();
+}
+
+// Streaming: each piece goes on as it comes; res.write() waits while our client is slow, and
+// the back end is read no faster than that.
+peregrine::Task relay(const peregrine::Request& request, peregrine::AsyncResponse res,
+                      peregrine::HttpClient client, std::string backend) {
+  std::string url =
+      backend + std::string(request.raw_path.substr(std::string_view("/stream").size()));
+  if (!request.query.empty()) url += "?" + std::string(request.query);
+  peregrine::HttpStream stream = client.open({"GET", url, {}, {}}, res);
+  peregrine::HttpResponse head = co_await stream.head();
+  if (head.error == peregrine::HttpError::kCancelled) co_return;
+  if (!head.ok()) {
+    res.response().add_header("X-Client-Error", peregrine::http_error_name(head.error));
+    res.fail(head.error == peregrine::HttpError::kTimeout ? 504 : 502);
+    co_return;
+  }
+  res.response().set_status(head.status);
+  if (auto type = head.header("Content-Type")) res.response().set_content_type(*type);
+  for (;;) {
+    peregrine::HttpBodyPiece piece = co_await stream.read();
+    if (piece.error != peregrine::HttpError::kNone) {
+      res.fail(502);  // the head is out: the connection is closed, the client sees it cut
+      co_return;
+    }
+    if (!piece.bytes.empty() && co_await res.write(piece.bytes) != peregrine::IoStatus::kOk)
+      co_return;  // our client left: `stream` goes with the frame, aborting the call
+    if (piece.last) break;
+  }
+  res.finish();
 }
 
 // The same client with a callback: it runs on the worker's loop once the call ended.
@@ -122,6 +154,10 @@ int main(int argc, char** argv) {
   server.route_async(
       "/gateway", [client, base](const peregrine::Request& request, peregrine::AsyncResponse res) {
         return forward(request, std::move(res), client, base);
+      });
+  server.route_async(
+      "/stream", [client, base](const peregrine::Request& request, peregrine::AsyncResponse res) {
+        return relay(request, std::move(res), client, base);
       });
   // A callback outlives this lambda's call, not the handler: it captures only `res` (and the
   // client and URL are used before handle() returns).

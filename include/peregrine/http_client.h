@@ -11,6 +11,17 @@
 //   client.request({"POST", url, {{"Content-Type", "application/json"}}, body},
 //                  [res](peregrine::HttpResponse& r) mutable { ... }, &res);
 //
+// Streaming the response (any size, with back-pressure: the server is read no faster than
+// read() is called):
+//   peregrine::HttpStream stream = client.open({"GET", url, {}, {}}, res);
+//   peregrine::HttpResponse head = co_await stream.head();   // status and headers, no body
+//   for (;;) {
+//     peregrine::HttpBodyPiece piece = co_await stream.read();
+//     if (piece.error != peregrine::HttpError::kNone) break;  // broke off
+//     ... piece.bytes ...
+//     if (piece.last) break;
+//   }
+//
 // Rules:
 //  - Calls are made on a worker thread, while the server runs (elsewhere: kNoWorker). The call
 //    starts at once; co_await (or the callback) gets its result, always from the worker's loop,
@@ -24,7 +35,7 @@
 //    shape a connection) and reused by later calls with equal options, whichever HttpClient
 //    object makes them. Host names are resolved once per worker and origin, when first used
 //    (getaddrinfo: it blocks the worker for that lookup; IP addresses and "localhost" do not).
-//  - The body is buffered whole, up to max_body_bytes (kTooLarge beyond, the connection is
+//  - request() buffers the body whole, up to max_body_bytes (kTooLarge beyond, the connection is
 //    closed). Hop-by-hop and framing fields (Connection, Transfer-Encoding, Content-Length,
 //    Keep-Alive...) and Date/Server are not in `headers`: body.size() is the length.
 #pragma once
@@ -91,9 +102,56 @@ struct HttpResponse {
   std::optional<std::string_view> header(std::string_view name) const;
 };
 
+// A piece of a streamed response body: `bytes` is valid until the next read().
+struct HttpBodyPiece {
+  std::string_view bytes;
+  bool last = false;                   // the body is complete (bytes may be empty)
+  HttpError error = HttpError::kNone;  // it broke off (kFailed, kTimeout, kCancelled...): no more
+};
+
 namespace detail {
 class ClientCall;  // one call in flight (src/client/http_client.cc)
 }
+
+// A call whose response is read as it arrives (HttpClient::open). Destroying it before the body
+// ended aborts the call. max_body_bytes does not apply: memory stays bounded by back-pressure.
+class HttpStream {
+ public:
+  explicit HttpStream(detail::ClientCall* call) : call_(call) {}
+  HttpStream(HttpStream&& other) noexcept : call_(std::exchange(other.call_, nullptr)) {}
+  HttpStream(const HttpStream&) = delete;
+  HttpStream& operator=(const HttpStream&) = delete;
+  HttpStream& operator=(HttpStream&&) = delete;
+  ~HttpStream();
+
+  // co_await head() → the status and headers (body empty), or the error.
+  class HeadAwaitable {
+   public:
+    explicit HeadAwaitable(detail::ClientCall* call) : call_(call) {}
+    bool await_ready() const;
+    void await_suspend(std::coroutine_handle<> waiter);
+    HttpResponse await_resume() const;
+
+   private:
+    detail::ClientCall* call_;
+  };
+  // co_await read() → the next piece of the body (after head()).
+  class ReadAwaitable {
+   public:
+    explicit ReadAwaitable(detail::ClientCall* call) : call_(call) {}
+    bool await_ready() const;
+    void await_suspend(std::coroutine_handle<> waiter);
+    HttpBodyPiece await_resume();
+
+   private:
+    detail::ClientCall* call_;
+  };
+  HeadAwaitable head() { return HeadAwaitable(call_); }
+  ReadAwaitable read() { return ReadAwaitable(call_); }
+
+ private:
+  detail::ClientCall* call_;
+};
 
 // co_await → HttpResponse. Destroying it before the call ended aborts the call.
 class HttpAwaitable {
@@ -129,12 +187,19 @@ class HttpClient {
     return request({"GET", std::move(url), {}, {}}, for_client);
   }
 
+  // ---- Streaming: the head, then the body piece by piece ----
+  HttpStream open(HttpRequest request) { return open_stream(std::move(request), nullptr); }
+  HttpStream open(HttpRequest request, const AsyncResponse& for_client) {
+    return open_stream(std::move(request), &for_client);
+  }
+
   // ---- Callbacks: `done` runs once, from the worker's loop ----
   void request(HttpRequest request, std::function<void(HttpResponse&)> done,
                const AsyncResponse* for_client = nullptr);
 
  private:
   HttpAwaitable start(HttpRequest request, const AsyncResponse* for_client);
+  HttpStream open_stream(HttpRequest request, const AsyncResponse* for_client);
   HttpClientOptions options_;
 };
 

@@ -27,6 +27,9 @@ namespace {
 // The request body goes to the exchange in pieces of this size: the proxy pauses the body at
 // its send high-water mark (64 KiB) and asks again with resume_body().
 constexpr size_t kBodyPiece = 16 * 1024;
+// A streamed response's bytes waiting for read() before the exchange is told to stop reading
+// (kFull); the proxy's own spool holds at most as much again.
+constexpr size_t kStreamHighWater = 64 * 1024;
 
 // One origin's pool on one worker: an upstream group of one server and the proxy handler that
 // runs exchanges against it.
@@ -186,7 +189,8 @@ const sockaddr_in kLoopback = [] {
 namespace peregrine::detail {
 
 // One call: the Request the proxy exchange reads, and the Downstream it answers to. Owned by
-// its awaitable (coroutines) or by itself until its callback ran.
+// its HttpAwaitable or HttpStream, or by itself until its callback ran. Every wake-up of the
+// owner goes through notify(), from the worker's loop.
 class ClientCall final : public handlers::Downstream {
  public:
   ClientCall(client::WorkerState* state, const HttpClientOptions& options, HttpRequest request)
@@ -199,13 +203,28 @@ class ClientCall final : public handlers::Downstream {
   void wait(std::coroutine_handle<> waiter) { waiter_ = waiter; }
   HttpResponse take() { return std::move(result_); }
   void set_callback(std::function<void(HttpResponse&)> done) { callback_ = std::move(done); }
-  // The awaitable is gone: abort a call still running, then free (now or after delivery).
+  // The owner is gone: abort a call still running, then free (now or after notify()).
   void release();
+
+  // ---- HttpStream's side ----
+  void set_streaming() { streaming_ = true; }
+  bool head_ready() const { return head_ready_ || finished_; }
+  void wait_head(std::coroutine_handle<> waiter) {
+    waiting_head_ = true;
+    waiter_ = waiter;
+  }
+  HttpResponse head() const;
+  bool piece_ready() const { return !stream_buf_.empty() || finished_; }
+  void wait_piece(std::coroutine_handle<> waiter) {
+    waiting_head_ = false;
+    waiter_ = waiter;
+  }
+  HttpBodyPiece take_piece();
 
   // Ends the call from outside the exchange (cancel, timeout, stop).
   void abort(HttpError error, std::string text);
-  // The worker stops: deliver now.
-  void deliver_now();
+  // The worker stops: notify now.
+  void notify_now();
 
   // ---- handlers::Downstream ----
   void resume_body() override { feed_body(); }
@@ -222,7 +241,9 @@ class ClientCall final : public handlers::Downstream {
   void take_head(const Response& r);
   // The result is final: the exchange is done with us; the owner hears of it from the loop.
   void complete(HttpError error, std::string text);
-  void deliver();
+  void schedule();  // notify() from the loop (once, however often asked)
+  void notify();
+  bool waiter_ready() const;
   void forget();  // leaves the worker's list
 
   client::WorkerState* state_;
@@ -240,13 +261,21 @@ class ClientCall final : public handlers::Downstream {
   bool resumed_ = false;
   bool head_sent_ = false;
   bool finished_ = false;
-  bool delivered_ = false;
-  bool owned_ = true;  // an awaitable or a callback waits for the result
+  bool delivered_ = false;  // the owner heard of the end
+  bool owned_ = true;       // an awaitable, a stream or a callback waits for the result
+
+  // Streaming (HttpStream): the body waits here for read().
+  bool streaming_ = false;
+  bool head_ready_ = false;
+  bool waiting_head_ = false;  // what waiter_ waits for: the head, or a piece
+  bool full_ = false;          // send_body() said kFull: on_writable() once read
+  std::string stream_buf_;
+  std::string reading_;  // the piece read() returned last
 
   std::optional<AsyncResponse> for_client_;
   uint64_t listener_ = 0;
   Worker::TimerId timeout_timer_ = 0;
-  Worker::TimerId deliver_timer_ = 0;
+  Worker::TimerId notify_timer_ = 0;
   std::coroutine_handle<> waiter_;
   std::function<void(HttpResponse&)> callback_;
 };
@@ -353,14 +382,16 @@ void ClientCall::respond(Response& response) {
     return;
   }
   take_head(response);
-  result_.body.clear();
+  std::string& body = streaming_ ? stream_buf_ : result_.body;
+  body.clear();
   for (const Response::Segment& s : response.segments()) {
     if (s.kind == Response::Segment::Kind::kOwned)
-      result_.body.append(response.owned_bytes(s));
+      body.append(response.owned_bytes(s));
     else if (s.kind == Response::Segment::Kind::kBorrowed)
-      result_.body.append(s.data, s.length);
+      body.append(s.data, s.length);
   }
-  if (result_.body.size() > options_.max_body_bytes) {
+  head_ready_ = true;
+  if (!streaming_ && result_.body.size() > options_.max_body_bytes) {
     complete(HttpError::kTooLarge, "the response body is over max_body_bytes");
     return;
   }
@@ -368,18 +399,27 @@ void ClientCall::respond(Response& response) {
 }
 
 bool ClientCall::send_head(Response& head, int64_t content_length) {
-  if (request_.is_head()) content_length = 0;  // the length of a body that does not come
+  if (request_.is_head() || streaming_) content_length = 0;  // no limit to check
   if (content_length > 0 && static_cast<uint64_t>(content_length) > options_.max_body_bytes) {
     complete(HttpError::kTooLarge, "the response's Content-Length is over max_body_bytes");
     return false;
   }
   take_head(head);
   head_sent_ = true;
+  head_ready_ = true;
+  if (streaming_) schedule();
   if (content_length > 0) result_.body.reserve(static_cast<size_t>(content_length));
   return true;
 }
 
 handlers::Downstream::Sent ClientCall::send_body(std::string_view bytes) {
+  if (streaming_) {
+    stream_buf_.append(bytes);
+    schedule();
+    if (stream_buf_.size() < client::kStreamHighWater) return Sent::kMore;
+    full_ = true;  // the exchange stops reading the server until on_writable()
+    return Sent::kFull;
+  }
   if (result_.body.size() + bytes.size() > options_.max_body_bytes) {
     complete(HttpError::kTooLarge, "the response body is over max_body_bytes");
     return Sent::kGone;
@@ -415,7 +455,8 @@ void ClientCall::complete(HttpError error, std::string text) {
   finished_ = true;
   exchange_ = nullptr;
   result_.error = error;
-  if (error != HttpError::kNone) {
+  // A streamed head that arrived stays what head() says: the failure comes with read().
+  if (error != HttpError::kNone && !(streaming_ && head_ready_)) {
     result_.status = 0;
     result_.headers.clear();
     result_.body.clear();
@@ -424,34 +465,45 @@ void ClientCall::complete(HttpError error, std::string text) {
   Worker* worker = this_worker();
   if (timeout_timer_) worker->cancel(std::exchange(timeout_timer_, 0));
   if (listener_) for_client_->remove_cancel(std::exchange(listener_, 0));
-  // From the loop, never from inside the exchange (or the caller's own call).
-  deliver_timer_ = worker->after(std::chrono::milliseconds(0), [this] {
-    deliver_timer_ = 0;
-    deliver();
+  schedule();
+}
+
+// From the loop, never from inside the exchange (or the caller's own call).
+void ClientCall::schedule() {
+  if (notify_timer_) return;
+  notify_timer_ = this_worker()->after(std::chrono::milliseconds(0), [this] {
+    notify_timer_ = 0;
+    notify();
   });
 }
 
-void ClientCall::deliver_now() {
-  if (deliver_timer_) this_worker()->cancel(std::exchange(deliver_timer_, 0));
-  deliver();
+void ClientCall::notify_now() {
+  if (notify_timer_) this_worker()->cancel(std::exchange(notify_timer_, 0));
+  notify();
 }
 
-void ClientCall::deliver() {
-  if (delivered_) return;
-  delivered_ = true;
-  forget();
-  for_client_.reset();  // our copy must not hold the client's exchange
-  if (callback_) {
-    std::function<void(HttpResponse&)> done = std::move(callback_);
-    done(result_);
-    delete this;
-    return;
+bool ClientCall::waiter_ready() const {
+  if (!streaming_) return finished_;
+  return waiting_head_ ? head_ready() : piece_ready();
+}
+
+void ClientCall::notify() {
+  if (finished_ && !delivered_) {
+    delivered_ = true;
+    forget();
+    for_client_.reset();  // our copy must not hold the client's exchange
+    if (callback_) {
+      std::function<void(HttpResponse&)> done = std::move(callback_);
+      done(result_);
+      delete this;
+      return;
+    }
   }
   if (!owned_) {
-    delete this;
+    if (delivered_) delete this;
     return;
   }
-  if (waiter_) std::exchange(waiter_, {}).resume();  // may destroy the awaitable, and us
+  if (waiter_ && waiter_ready()) std::exchange(waiter_, {}).resume();  // may free us
 }
 
 void ClientCall::forget() {
@@ -460,8 +512,36 @@ void ClientCall::forget() {
 
 void ClientCall::release() {
   owned_ = false;
-  if (!finished_) abort(HttpError::kCancelled, "the awaitable was destroyed");
-  if (delivered_) delete this;  // else deliver() frees it
+  waiter_ = {};
+  if (!finished_) abort(HttpError::kCancelled, "the call was dropped before its end");
+  if (!notify_timer_) delete this;  // else notify() frees it (finished_: delivered_ by then)
+}
+
+HttpResponse ClientCall::head() const {
+  HttpResponse r;
+  r.error = head_ready_ ? HttpError::kNone : result_.error;
+  r.status = result_.status;
+  r.headers = result_.headers;
+  if (!head_ready_) r.error_text = result_.error_text;
+  return r;
+}
+
+HttpBodyPiece ClientCall::take_piece() {
+  HttpBodyPiece piece;
+  if (!stream_buf_.empty()) {
+    reading_.swap(stream_buf_);
+    stream_buf_.clear();
+    piece.bytes = reading_;
+    piece.last = finished_ && result_.error == HttpError::kNone;
+    if (full_ && exchange_) {  // room again: the exchange reads on (and may call us back)
+      full_ = false;
+      exchange_->on_writable();
+    }
+    return piece;
+  }
+  piece.last = true;
+  piece.error = finished_ ? result_.error : HttpError::kFailed;
+  return piece;
 }
 
 }  // namespace peregrine::detail
@@ -479,7 +559,7 @@ WorkerScope::~WorkerScope() {
   while (!state->calls.empty()) {
     detail::ClientCall* call = state->calls.front();
     call->abort(HttpError::kCancelled, "the worker stops");
-    call->deliver_now();  // leaves the list
+    call->notify_now();  // leaves the list
   }
   event::dispose_pending();  // the aborted exchanges, before their groups go
   current = nullptr;
@@ -523,6 +603,50 @@ HttpAwaitable HttpClient::start(HttpRequest request, const AsyncResponse* for_cl
   auto* call = new detail::ClientCall(client::current, options_, std::move(request));
   call->begin(for_client);
   return HttpAwaitable(call);
+}
+
+HttpStream HttpClient::open_stream(HttpRequest request, const AsyncResponse* for_client) {
+  if (!client::current || !this_worker()) return HttpStream(nullptr);
+  auto* call = new detail::ClientCall(client::current, options_, std::move(request));
+  call->set_streaming();
+  call->begin(for_client);
+  return HttpStream(call);
+}
+
+HttpStream::~HttpStream() {
+  if (call_) call_->release();
+}
+
+bool HttpStream::HeadAwaitable::await_ready() const {
+  return !call_ || call_->head_ready();
+}
+
+void HttpStream::HeadAwaitable::await_suspend(std::coroutine_handle<> waiter) {
+  call_->wait_head(waiter);
+}
+
+HttpResponse HttpStream::HeadAwaitable::await_resume() const {
+  if (call_) return call_->head();
+  HttpResponse r;
+  r.error = HttpError::kNoWorker;
+  r.error_text = "HttpClient used off a worker thread";
+  return r;
+}
+
+bool HttpStream::ReadAwaitable::await_ready() const {
+  return !call_ || call_->piece_ready();
+}
+
+void HttpStream::ReadAwaitable::await_suspend(std::coroutine_handle<> waiter) {
+  call_->wait_piece(waiter);
+}
+
+HttpBodyPiece HttpStream::ReadAwaitable::await_resume() {
+  if (call_) return call_->take_piece();
+  HttpBodyPiece piece;
+  piece.last = true;
+  piece.error = HttpError::kNoWorker;
+  return piece;
 }
 
 void HttpClient::request(HttpRequest request, std::function<void(HttpResponse&)> done,

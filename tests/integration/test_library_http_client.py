@@ -31,6 +31,14 @@ def closed_by_peer(port):
     return count
 
 
+def vm_rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 class HttpClientTest(ServerTestCase):
     def setUp(self):
         super().setUp()
@@ -133,13 +141,56 @@ class HttpClientTest(ServerTestCase):
         stats = self.backend.stats()
         self.assertEqual((stats["peak"], stats["requests"]), (2, 6))
 
+    def test_streamed_response(self):
+        srv = self.gateway(None, "--max-body", "1000")  # the limit is for buffered bodies only
+        for chunked in (0, 1):
+            size = 3_000_000
+            status, headers, body = self.call(srv.port, "GET",
+                                              f"/stream/download?bytes={size}&chunked={chunked}")
+            self.assertEqual((status, len(body)), (200, size))
+            self.assertEqual(hashlib.sha256(body).hexdigest(), pattern_sha256(size))
+        status, _, body = self.call(srv.port, "GET", "/stream/status?code=404")
+        self.assertEqual((status, body), (404, b"status 404 from A"))
+        status, _, body = self.call(srv.port, "GET", "/stream/download?bytes=0")
+        self.assertEqual((status, body), (200, b""))
+
+    def test_streamed_response_waits_for_a_slow_reader(self):
+        srv = self.gateway()
+        size = 50_000_000
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.sendall(build_request("GET", f"/stream/download?bytes={size}"))
+        s.recv(1000)
+        time.sleep(1)  # reading nothing more: the gateway must stop reading the back end
+        rss = vm_rss_kb(srv.pid)
+        self.assertLess(rss, 40_000, "the gateway buffered the body")
+        received = 1000
+        s.settimeout(10)
+        while True:  # the rest arrives once we read
+            data = s.recv(1 << 20)
+            if not data:
+                break
+            received += len(data)
+            if received >= size:
+                break
+        s.close()
+        self.assertGreaterEqual(received, size)
+
+    def test_streamed_response_of_a_failed_call(self):
+        srv = self.gateway(f"http://127.0.0.1:{free_port()}")
+        status, headers, _ = self.call(srv.port, "GET", "/stream/x")
+        self.assertEqual(status, 502)
+        cut = self.gateway()
+        with self.assertRaises(http.client.IncompleteRead):
+            self.call(cut.port, "GET", "/stream/partial")  # 10 of 1000 bytes, then a close
+
     def test_connect_refused_is_an_error(self):
         srv = self.gateway(f"http://127.0.0.1:{free_port()}")
         for _ in range(2):  # the origin is not marked down: each call tries again
             status, headers, body = self.call(srv.port, "GET", "/gateway/x")
             self.assertEqual(status, 502, body)
             self.assertEqual(headers["x-client-error"], "failed")
-        self.assertIn("connect failed: Connection refused", srv.stderr())
+        self.wait_for(lambda: "connect failed: Connection refused" in srv.stderr(), msg="the log line")
 
     def test_invalid_url_sends_nothing(self):
         srv = self.gateway("ftp://127.0.0.1:21")
@@ -153,7 +204,7 @@ class HttpClientTest(ServerTestCase):
         status, headers, _ = self.call(srv.port, "GET", "/gateway/hang")
         self.assertEqual((status, headers["x-client-error"]), (504, "timeout"))
         self.assertLess(time.monotonic() - started, 3)
-        self.assertIn("timed out waiting for the response", srv.stderr())
+        self.wait_for(lambda: "timed out waiting for the response" in srv.stderr(), msg="the log line")
         # The connection was not kept: the next call gets a clean answer.
         self.assertEqual(self.call(srv.port, "GET", "/gateway/x")[2], b"A")
 
@@ -260,7 +311,7 @@ class HttpsClientTest(ServerTestCase):
         srv = self.gateway()  # the system's store does not know the test CA
         status, error, _ = self.get(srv.port, "/gateway/x")
         self.assertEqual((status, error), (502, "failed"))
-        self.assertIn("certificate verify failed", srv.stderr())
+        self.wait_for(lambda: "certificate verify failed" in srv.stderr(), msg="the log line")
 
     def test_verification_off(self):
         srv = self.gateway("--tls-verify", "off")
