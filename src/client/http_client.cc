@@ -562,6 +562,8 @@ WorkerScope::~WorkerScope() {
     call->notify_now();  // leaves the list
   }
   event::dispose_pending();  // the aborted exchanges, before their groups go
+  state->origins.clear();    // closes the pooled connections...
+  event::dispose_pending();  // ...which are freed here, the loop being over
   current = nullptr;
   delete state;
 }
