@@ -12,7 +12,7 @@ import threading
 import time
 
 from harness import PEREGRINE_BIN, ServerTestCase, build_request, main, require_tool
-from test_proxy import Backend, free_port, pattern_sha256
+from test_proxy import Backend, free_port, pattern_sha256, vm_hwm_kb
 from test_proxy_https import TlsBackend, make_ca
 
 GATEWAY_BIN = os.path.join(os.path.dirname(PEREGRINE_BIN), "gateway")
@@ -29,14 +29,6 @@ def closed_by_peer(port):
             if local_port == port and fields[3] == "08":
                 count += 1
     return count
-
-
-def vm_rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 class HttpClientTest(ServerTestCase):
@@ -162,8 +154,7 @@ class HttpClientTest(ServerTestCase):
         s.sendall(build_request("GET", f"/stream/download?bytes={size}"))
         s.recv(1000)
         time.sleep(1)  # reading nothing more: the gateway must stop reading the back end
-        rss = vm_rss_kb(srv.pid)
-        self.assertLess(rss, 40_000, "the gateway buffered the body")
+        self.assertLess(vm_hwm_kb(srv.pid), 40_000, "the gateway buffered the body")
         received = 1000
         s.settimeout(10)
         while True:  # the rest arrives once we read
