@@ -63,7 +63,7 @@ std::string origin_key(const Url& url, const HttpClientOptions& o) {
        {static_cast<long long>(o.connect_timeout.count()),
         static_cast<long long>(o.read_timeout.count()), static_cast<long long>(o.keepalive),
         static_cast<long long>(o.keepalive_timeout.count()),
-        static_cast<long long>(o.max_connections), static_cast<long long>(o.timeout.count())}) {
+        static_cast<long long>(o.max_connections)}) {
     key += '|';
     key += std::to_string(v);
   }
