@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "client/http_client.h"
 #include "core/log.h"
 #include "event/deferred.h"
 #include "http/http_date.h"
@@ -355,6 +356,7 @@ void Worker::sample_connections() {
 void Worker::run() {
   metrics::Bind bind(metrics_);
   AppWorker::Scope scope(&app_);
+  client::WorkerScope client_scope(env());  // HttpClient calls, ended before the loop's end
   for (auto& l : listeners_) {
     // A unix-socket listener is one socket shared by every worker (TCP ones are per worker,
     // SO_REUSEPORT): without kExclusive each connection would wake them all.
