@@ -13,7 +13,7 @@ Scenarios (bench/README.md, "WebSocket"):
   broadcast  --clients (10,000) idle connections and one publisher; the publisher sends
              --publishes (100) messages, one at a time, and each must reach every client before
              the next is sent. Delivered messages are counted and checked.
-Rows: peregrine (examples/websocket_echo or websocket_chat, one worker), python (the
+Rows: peregrine (examples/websocket_echo, one worker: its / echoes, its /broadcast broadcasts), python (the
 python3-websockets server of bench/ws_python_server.py) and, for echo, nginx proxying to that
 python server (nginx's own CPU per message is its proxy overhead).
 
@@ -760,16 +760,18 @@ def run_echo(opts, name, workdir, nofile):
 
 def run_broadcast(opts, name, workdir, nofile):
     if name == "peregrine":
-        srv = Proc("peregrine", [opts.peregrine_chat, "--listen", "127.0.0.1:0", "--workers", "1"],
+        srv = Proc("peregrine", [opts.peregrine_echo, "--listen", "127.0.0.1:0", "--workers", "1"],
                    SERVER_CPU, workdir)
+        path = "/broadcast"
     elif name == "python":
         srv = python_server("chat", SERVER_CPU, workdir, "python")
+        path = opts.path
     else:
         raise ValueError("run_broadcast: " + name)
     conns = []
     try:
-        conns, growth = rss_growth([srv], lambda: connect_all(srv.port, opts.path,
-                                                              opts.clients + 1, opts.sources))
+        conns, growth = rss_growth([srv], lambda: connect_all(srv.port, path, opts.clients + 1,
+                                                              opts.sources))
         unsolicited = drain_unsolicited(conns, 0.5)
         if unsolicited:
             raise VerifyError(f"the server sent {unsolicited} bytes before any message was "
@@ -812,7 +814,6 @@ def main(argv):
     ap.add_argument("--scenarios", default="echo,broadcast")
     ap.add_argument("--servers", default="peregrine,python,nginx")
     ap.add_argument("--peregrine-echo", default=os.path.join(REPO, "build/release/websocket_echo"))
-    ap.add_argument("--peregrine-chat", default=os.path.join(REPO, "build/release/websocket_chat"))
     ap.add_argument("--path", default="/", help="the WebSocket endpoint's path (default /)")
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--in-flight", type=int, default=1)
@@ -866,10 +867,10 @@ def main(argv):
                             print_row({"server": "nginx", "skipped": "an echo row only"})
                         continue
                     if server == "peregrine":
-                        binary = opts.peregrine_echo if scenario == "echo" else opts.peregrine_chat
+                        binary = opts.peregrine_echo
                         if not os.path.exists(binary):
                             r = {"server": server, "skipped": f"{binary} is missing (build it, or "
-                                 f"--peregrine-{'echo' if scenario == 'echo' else 'chat'} PATH)"}
+                                 f"--peregrine-echo PATH)"}
                             print_row(r)
                             results.append(dict(r, scenario=scenario, run=run))
                             continue

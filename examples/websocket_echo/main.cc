@@ -1,7 +1,10 @@
 // A WebSocket echo server: every text or binary message comes back unchanged, as the same type.
 // The WebSocket benchmark drives it; the integration tests too, through /stats.
 //
-//   ws://ADDR/...   any path but /stats: the echo (subprotocol "echo" when the client offers it)
+//   ws://ADDR/...   any path but /stats and /broadcast: the echo (subprotocol "echo" when the
+//                   client offers it)
+//   ws://ADDR/broadcast  every message goes unchanged to every client of /broadcast, on every
+//                   worker, the sender included (the benchmark's broadcast scenario)
 //   GET /stats      {"open": N, "closed": N, "last_close": CODE}, over all workers
 //
 // Usage: websocket_echo [--listen ADDR] [--workers N] [--max-message-bytes N]
@@ -62,6 +65,11 @@ int main(int argc, char** argv) {
     closed_count.fetch_add(1, std::memory_order_relaxed);
     last_close.store(code, std::memory_order_relaxed);
   };
+  peregrine::WebSocketCallbacks broadcast;
+  broadcast.on_message = [](peregrine::WebSocket socket, std::string_view data,
+                            peregrine::MessageType type) {
+    socket.endpoint().broadcast_all(std::string(data), type);
+  };
   if (options.count("--config")) {
     auto handler = peregrine::websocket_handler(echo);
     server.config_file(options["--config"])
@@ -69,7 +77,9 @@ int main(int argc, char** argv) {
             "echo", [handler] { return handler; }, ws)
         .register_handler("stats", [] { return std::make_shared<Stats>(); });
   } else {
-    server.route("/stats", std::make_shared<Stats>()).websocket("/", echo, ws);
+    server.route("/stats", std::make_shared<Stats>())
+        .websocket("/broadcast", broadcast, ws)
+        .websocket("/", echo, ws);
   }
   return server.run();
 }
