@@ -33,6 +33,12 @@ SCENARIOS = {
     "php_info": dict(path="/info.php", conns=100, close=False, length=None, min_length=10_000,
                      backend="php",
                      desc="PHP phpinfo() page through php-fpm (8 static children, CPU 1), 100 keep-alive connections"),
+    # The README's PHP one-liner (`peregrine --root DIR --fastcgi unix:SOCKET`, no config file)
+    # against php_hello's tuned config (issue 15: at most 1.1x its CPU per request). nginx runs
+    # as its guides set PHP up (a php-fpm connection per request), as in the ab rows below.
+    "php_hello_quick": dict(path="/hello.php", conns=100, close=False, length=len(HELLO_BODY),
+                            expect=HELLO_BODY, backend="php", quick=True,
+                            desc="PHP 'hello world' with Peregrine in quick mode (--root, --fastcgi), 100 keep-alive connections"),
     "proxy_small": dict(path="/663.html", conns=100, close=False, length=663, backend="http",
                         desc="reverse proxy of a 663-byte page from a back-end nginx (CPU 1), 100 keep-alive connections"),
 }
