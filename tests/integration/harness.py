@@ -400,6 +400,15 @@ class RawClient:
                 raise AssertionError(f"connection still open after {timeout}s; got {bytes(self.buf)[:300]!r}")
 
 
+def proc_status_kb(pid, field="VmRSS"):
+    """A size from /proc/PID/status, in KB: VmRSS (resident now) or VmHWM (the peak)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
 def build_request(method, path, headers=None, body=b"", version="HTTP/1.1", host="localhost"):
     if isinstance(body, str):
         body = body.encode()

@@ -18,7 +18,7 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (RawClient, ServerTestCase, main, make_config, q,  # noqa: E402
+from harness import (RawClient, ServerTestCase, main, make_config, proc_status_kb, q,  # noqa: E402
                      STATIC_FALLBACK)
 import phpfpm  # noqa: E402
 import test_proxy  # noqa: E402
@@ -414,19 +414,12 @@ class TestProxy(CompressionCase):
         bounds_kb = {"gzip": 400, "zstd": 400, "br": 600}
         n = 1000
 
-        def rss_kb(pid):
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1])
-            return 0
-
         for coding in CODINGS:
             srv = self.start(max_conns=2000)  # a fresh process per coding: RSS never shrinks
             with RawClient(srv.port) as warm:
                 warm.request("GET", "/download?bytes=1000", {"Accept-Encoding": coding})
             time.sleep(0.3)
-            before = rss_kb(srv.pid)
+            before = proc_status_kb(srv.pid)
             socks = []
             try:
                 for _ in range(n):
@@ -441,7 +434,7 @@ class TestProxy(CompressionCase):
                         started += 1
                 self.assertEqual(started, n, coding)
                 time.sleep(0.5)
-                peak = rss_kb(srv.pid)
+                peak = proc_status_kb(srv.pid)
             finally:
                 for s in socks:
                     s.close()

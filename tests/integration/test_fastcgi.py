@@ -28,7 +28,7 @@ import threading
 import time
 
 import phpfpm
-from harness import HERE, RawClient, ServerTestCase, main, make_config, q, sha256
+from harness import HERE, RawClient, ServerTestCase, main, make_config, proc_status_kb, q, sha256
 
 PHP_DIR = os.path.join(HERE, "php")
 
@@ -505,8 +505,7 @@ class ResponseTest(FastcgiTestCase):
         size = 40 * 1024 * 1024
 
         def rss_kb():
-            with open(f"/proc/{srv.pid}/status") as f:
-                return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
+            return proc_status_kb(srv.pid)
 
         self.assertEqual(self.get(srv.port, "/big.php?size=200000")[0], 200)  # warm-up
         before = rss_kb()

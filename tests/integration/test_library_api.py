@@ -11,17 +11,9 @@ import subprocess
 import time
 
 from harness import (PEREGRINE_BIN, RawClient, ServerTestCase, build_request, h2c, main,
-                     make_config)
+                     make_config, proc_status_kb)
 
 APP_BIN = os.path.join(os.path.dirname(PEREGRINE_BIN), "library_app")
-
-
-def rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def curl(args, timeout=60):
@@ -212,9 +204,9 @@ class AsyncHttp1Test(AsyncOverBothProtocols, ServerTestCase):
         # the server's memory stays far below what it streams.
         c = self.raw(self.port, rcvbuf=65536)
         c.send(build_request("GET", "/async/big?mb=200"))
-        base = rss_kib(self.srv.pid)
+        base = proc_status_kb(self.srv.pid)
         time.sleep(1.5)
-        grown = rss_kib(self.srv.pid) - base
+        grown = proc_status_kb(self.srv.pid) - base
         self.assertLess(grown, 32 * 1024, f"server RSS grew by {grown} KiB while the client slept")
         head = c.read_head()
         self.assertEqual(head[1], 200)
@@ -227,7 +219,7 @@ class AsyncHttp1Test(AsyncOverBothProtocols, ServerTestCase):
             self.assertTrue(chunk, "connection closed early")
             remaining -= len(chunk)
         self.assertEqual(remaining, 0)
-        self.assertLess(rss_kib(self.srv.pid) - base, 32 * 1024)
+        self.assertLess(proc_status_kb(self.srv.pid) - base, 32 * 1024)
 
     def test_upgrade_then_raw_bytes_both_ways(self):
         # 101 makes the exchange a tunnel: the coroutine reads and writes the raw connection.
@@ -309,11 +301,11 @@ class AsyncH2cTest(AsyncOverBothProtocols, ServerTestCase):
         # The client never opens its window: the server can send the stream's first 64 KiB and
         # must hold the rest by suspending the coroutine, not by queueing 200 MiB.
         sock, conn = self.h2_client()
-        base = rss_kib(self.srv.pid)
+        base = proc_status_kb(self.srv.pid)
         self.h2_get(sock, conn, "/async/big?mb=200")
         got, _ = self.pump(sock, conn, 1.5)
         self.assertLessEqual(got, 65535)
-        grown = rss_kib(self.srv.pid) - base
+        grown = proc_status_kb(self.srv.pid) - base
         self.assertLess(grown, 16 * 1024, f"server RSS grew by {grown} KiB for a stalled stream")
         self.assert_serving(self.srv, "/async/stats")
 

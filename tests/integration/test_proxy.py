@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (HERE, RawClient, ServerTestCase, build_request, main, make_config,  # noqa: E402
-                     q, PEREGRINE_BIN)
+                     proc_status_kb, q, PEREGRINE_BIN)
 from nginx_peer import NginxPeer  # noqa: E402
 
 BACKEND = os.path.join(HERE, "backends", "http_backend.py")
@@ -49,12 +49,7 @@ def free_port():
 
 
 def vm_hwm_kb(pid):
-    """Peak resident set size of a process, in KB."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmHWM in /proc status")
+    return proc_status_kb(pid, "VmHWM")
 
 
 class Backend:

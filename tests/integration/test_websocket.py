@@ -15,7 +15,7 @@ import time
 
 import websockets
 
-from harness import PEREGRINE_BIN, ServerTestCase, h2c, main, make_config
+from harness import PEREGRINE_BIN, ServerTestCase, h2c, main, make_config, proc_status_kb
 
 BUILD = os.path.dirname(PEREGRINE_BIN)
 ECHO_BIN = os.path.join(BUILD, "websocket_echo")
@@ -278,11 +278,7 @@ class EchoTest(ServerTestCase):
         run(scenario())
 
     def rss_kb(self):
-        with open(f"/proc/{self.srv.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-        return 0
+        return proc_status_kb(self.srv.pid, "VmHWM")
 
     def test_not_an_upgrade(self):
         self.start_echo()
