@@ -46,9 +46,12 @@
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string_view>
+#include <utility>
 
 #include "peregrine/request.h"
 #include "peregrine/response.h"
@@ -183,20 +186,99 @@ class AsyncResponse {
 
 // The return type of a coroutine handler: it starts at once, runs until its first suspension,
 // and frees itself when it ends. Nothing awaits it; the AsyncResponse it holds is its result.
+namespace detail {
+// Coroutine frames come from a per-thread free list: a malloc and a free per request were a
+// tenth of a coroutine "Hello world".
+struct RecycledFrame {
+  static void* operator new(size_t size);
+  static void operator delete(void* frame, size_t size) noexcept;
+};
+}  // namespace detail
+
 class Task {
  public:
-  struct promise_type {
+  struct promise_type : detail::RecycledFrame {
     Task get_return_object() noexcept { return {}; }
     std::suspend_never initial_suspend() noexcept { return {}; }
     std::suspend_never final_suspend() noexcept { return {}; }
     void return_void() noexcept {}
     void unhandled_exception() noexcept;  // logged; the response then gets its 500
-    // Frames come from a per-thread free list: a malloc and a free per request were a tenth of
-    // a coroutine "Hello world".
-    static void* operator new(size_t size);
-    static void operator delete(void* frame, size_t size) noexcept;
   };
 };
+
+// A coroutine that hands a result to the coroutine that awaits it, so that a handler's steps can
+// be functions of their own:
+//
+//   peregrine::Async<std::string> user_name(peregrine::HttpClient& client, int id,
+//                                           peregrine::AsyncResponse res) {
+//     peregrine::HttpResponse r = co_await client.get(url_of(id), res);
+//     co_return r.ok() ? r.body : std::string();
+//   }
+//   ... std::string name = co_await user_name(client, 7, res);   // inside a Task or an Async
+//
+// It starts when awaited (not before), resumes its awaiter when it ends, and passes on an
+// exception it lets escape. Await it once, where it was made: on the same worker thread.
+template <class T = void>
+class [[nodiscard]] Async {
+ public:
+  struct promise_type;
+  using Handle = std::coroutine_handle<promise_type>;
+
+  struct PromiseBase : detail::RecycledFrame {
+    std::coroutine_handle<> awaiter;
+    std::exception_ptr exception;
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    struct Final {
+      bool await_ready() noexcept { return false; }
+      std::coroutine_handle<> await_suspend(Handle self) noexcept {
+        return self.promise().awaiter ? self.promise().awaiter : std::noop_coroutine();
+      }
+      void await_resume() noexcept {}
+    };
+    Final final_suspend() noexcept { return {}; }
+    void unhandled_exception() noexcept { exception = std::current_exception(); }
+  };
+  struct promise_type : PromiseBase {
+    std::optional<T> value;
+    Async get_return_object() noexcept { return Async(Handle::from_promise(*this)); }
+    template <class U>
+    void return_value(U&& result) {
+      value.emplace(std::forward<U>(result));
+    }
+  };
+
+  Async(Async&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
+  Async& operator=(Async&&) = delete;
+  ~Async() {
+    if (handle_) handle_.destroy();
+  }
+
+  bool await_ready() const noexcept { return false; }
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiter) noexcept {
+    handle_.promise().awaiter = awaiter;
+    return handle_;  // start it; it resumes `awaiter` when it ends
+  }
+  T await_resume() {
+    promise_type& promise = handle_.promise();
+    if (promise.exception) std::rethrow_exception(promise.exception);
+    return std::move(*promise.value);
+  }
+
+ private:
+  explicit Async(Handle handle) : handle_(handle) {}
+  Handle handle_;
+};
+
+template <>
+struct Async<void>::promise_type : Async<void>::PromiseBase {
+  Async get_return_object() noexcept { return Async(Handle::from_promise(*this)); }
+  void return_void() noexcept {}
+};
+
+template <>
+inline void Async<void>::await_resume() {
+  if (handle_.promise().exception) std::rethrow_exception(handle_.promise().exception);
+}
 
 class AsyncHandler {
  public:

@@ -517,7 +517,7 @@ size_t frame_class(size_t size) {
 
 }  // namespace
 
-void* Task::promise_type::operator new(size_t size) {
+void* detail::RecycledFrame::operator new(size_t size) {
   const size_t c = frame_class(size);
   if (!kRecycleAllocations || c >= kFrameClasses) return ::operator new(size);
   SpareFrames& spares = spare_frames();
@@ -528,7 +528,7 @@ void* Task::promise_type::operator new(size_t size) {
   return frame;
 }
 
-void Task::promise_type::operator delete(void* frame, size_t size) noexcept {
+void detail::RecycledFrame::operator delete(void* frame, size_t size) noexcept {
   const size_t c = frame_class(size);
   if (!kRecycleAllocations || c >= kFrameClasses) {
     ::operator delete(frame);
