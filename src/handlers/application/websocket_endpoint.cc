@@ -159,9 +159,9 @@ void WebSocketHub::tick() {
 
 // ---- WebSocketConnection ---------------------------------------------------------------------
 
-WebSocketConnection::WebSocketConnection(
-    const Request& request, handlers::Downstream& downstream, std::shared_ptr<WebSocketHub> hub,
-    std::string subprotocol, const std::optional<websocket::PerMessageDeflate>& deflate)
+WebSocketConnection::WebSocketConnection(const Request& request, handlers::Downstream& downstream,
+                                         std::shared_ptr<WebSocketHub> hub, std::string subprotocol,
+                                         const std::optional<websocket::PerMessageDeflate>& deflate)
     : request_(&request),
       downstream_(&downstream),
       hub_(std::move(hub)),
@@ -509,8 +509,8 @@ handlers::Exchange* WebSocketEndpoint::start(const Request& request,
   if (deflate) websocket::set_extensions(answer, extensions);
   head.set_status(101);
   for (const auto& [name, value] : answer.headers) head.add_header(name, value);
-  Ref<detail::WebSocketConnection> connection(new detail::WebSocketConnection(
-      request, downstream, hub_, std::string(protocol), deflate));
+  Ref<detail::WebSocketConnection> connection(
+      new detail::WebSocketConnection(request, downstream, hub_, std::string(protocol), deflate));
   if (!downstream.send_head(head, -1)) {
     connection->on_abort();  // gone before it opened: no callbacks
     return nullptr;

@@ -10,8 +10,8 @@
 // lists the open connections by raw pointer: each removes itself as it ends.
 #pragma once
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
