@@ -60,8 +60,8 @@ struct WebSocketDeflateOptions {
   int level = 6;                    // 1-9: zlib's compression level
   int mem_level = 8;                // 1-9: zlib's hash memory for our compressor
   // Messages shorter than this are sent uncompressed (received ones are inflated whatever their
-  // size): compressing a 64-byte message costs ~30x the CPU of sending it plain to save a few
-  // bytes (docs/websocket.md, "Wiring").
+  // size): compressing a 64-byte message costs ~30x the instructions of sending it plain to save
+  // a few bytes (docs/websocket.md, "Wiring").
   size_t min_compress_bytes = 1024;
 };
 
