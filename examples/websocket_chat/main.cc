@@ -7,11 +7,13 @@
 //                    sends arrives to all as "guest-ID: text"; joins and leaves are announced;
 //                    "/quit" makes the server close the connection (1000, "bye")
 //
-// Usage: websocket_chat [--listen ADDR] [--workers N]
+// Usage: websocket_chat [--listen ADDR] [--workers N] [--deflate on|off|takeover]
+//   --deflate   permessage-deflate when the client offers it (as in websocket_echo)
 #include <string>
 #include <string_view>
 
 #include "../common/command_line.h"
+#include "../common/websocket_deflate.h"
 #include "peregrine/server.h"
 #include "peregrine/websocket.h"
 
@@ -43,7 +45,9 @@ std::string name_of(peregrine::WebSocket& ws) {
 
 int main(int argc, char** argv) {
   peregrine::Server server;
-  examples::apply_command_line(server, argc, argv);
+  auto options = examples::apply_command_line(server, argc, argv);
+  peregrine::WebSocketOptions ws_options;
+  examples::apply_deflate_mode(ws_options, options);
 
   peregrine::WebSocketCallbacks chat;
   chat.on_open = [](peregrine::WebSocket ws) {
@@ -62,7 +66,7 @@ int main(int argc, char** argv) {
   chat.on_close = [](peregrine::WebSocket ws, uint16_t, std::string_view) {
     ws.endpoint().broadcast_all(name_of(ws) + " left");
   };
-  server.websocket("/chat", chat);
+  server.websocket("/chat", chat, ws_options);
   server.route("/", [](const peregrine::Request&, peregrine::Response& r) {
     r.set_content_type("text/html; charset=utf-8");
     r.set_body(kPage);

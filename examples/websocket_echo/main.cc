@@ -8,7 +8,9 @@
 //   GET /stats      {"open": N, "closed": N, "last_close": CODE}, over all workers
 //
 // Usage: websocket_echo [--listen ADDR] [--workers N] [--max-message-bytes N]
-//                       [--max-queued-bytes N] [--ping-interval-ms MS]
+//                       [--max-queued-bytes N] [--ping-interval-ms MS] [--deflate MODE]
+//   --deflate   permessage-deflate when the client offers it: "on" (the default: the library's,
+//               no context takeover), "off", or "takeover" (context takeover both ways)
 //        websocket_echo --config FILE [...]   routes from a TOML file naming the handlers
 //                                             "echo" (the WebSocket) and "stats"
 #include <atomic>
@@ -17,6 +19,7 @@
 #include <string_view>
 
 #include "../common/command_line.h"
+#include "../common/websocket_deflate.h"
 #include "peregrine/server.h"
 #include "peregrine/websocket.h"
 
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
   ws.max_queued_bytes = number(options, "--max-queued-bytes", ws.max_queued_bytes);
   ws.ping_interval = std::chrono::milliseconds(number(options, "--ping-interval-ms", 0));
   ws.subprotocols = {"echo"};
+  examples::apply_deflate_mode(ws, options);
 
   peregrine::WebSocketCallbacks echo;
   echo.on_open = [](peregrine::WebSocket) { open_count.fetch_add(1, std::memory_order_relaxed); };

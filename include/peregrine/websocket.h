@@ -44,6 +44,27 @@ namespace peregrine {
 
 enum class MessageType : uint8_t { kText, kBinary };
 
+// permessage-deflate (RFC 7692): messages compressed both ways, when the client offers it (browsers
+// and python3-websockets do; a client that does not still works, uncompressed). The defaults keep
+// no zlib memory per connection between messages (docs/websocket.md, "permessage-deflate").
+struct WebSocketDeflateOptions {
+  bool enabled = true;
+  // Keep our compressor's window from one message to the next: a better ratio for similar
+  // messages, but a compressor per connection (~256 KiB at window 15) and broadcasts compressed
+  // once per connection instead of once for all.
+  bool server_context_takeover = false;
+  // Let the client keep its window: we then keep an inflater per connection (~39 KiB at 15).
+  bool client_context_takeover = false;
+  int server_max_window_bits = 15;  // 8-15 (clamped): our compressor's window
+  int client_max_window_bits = 15;  // 8-15 (clamped): the client's, when its offer lets us choose
+  int level = 6;                    // 1-9: zlib's compression level
+  int mem_level = 8;                // 1-9: zlib's hash memory for our compressor
+  // Messages shorter than this are sent uncompressed (received ones are inflated whatever their
+  // size): compressing a 64-byte message costs ~30x the instructions of sending it plain to save
+  // a few bytes (docs/websocket.md, "Wiring").
+  size_t min_compress_bytes = 1024;
+};
+
 struct WebSocketOptions {
   // A message (all its fragments) over this many bytes closes the connection with 1009.
   uint64_t max_message_bytes = 1024 * 1024;
@@ -55,8 +76,9 @@ struct WebSocketOptions {
   // Sends a ping after this long without hearing from the client; closes with 1001 when the next
   // interval passes in silence too (dead peers behind NAT, proxies). 0: off.
   std::chrono::milliseconds ping_interval{0};
-  // Coming (RFC 7692): accepted but ignored until the codec has it; see docs/websocket.md.
-  bool permessage_deflate = false;
+  // Compression, negotiated per connection at the upgrade; `permessage_deflate.enabled = false`
+  // never offers it.
+  WebSocketDeflateOptions permessage_deflate;
 };
 
 namespace detail {
@@ -72,7 +94,8 @@ class WebSocketEndpoint {
   explicit WebSocketEndpoint(std::shared_ptr<detail::WebSocketHub> hub) : hub_(std::move(hub)) {}
 
   // Sends one message to every open connection of this endpoint on this worker (one frame
-  // encoded once). Returns how many connections it was queued for.
+  // encoded once for the connections without compression, one compressed frame for those with it
+  // and the same window). Returns how many connections it was queued for.
   size_t broadcast(std::string_view data, MessageType type = MessageType::kText);
   // The same on every worker of the server (this one included, asynchronously): the way to reach
   // every client of a chat. Each worker encodes it once.

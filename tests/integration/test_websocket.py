@@ -12,6 +12,7 @@ import socket
 import struct
 import subprocess
 import time
+import zlib
 
 import websockets
 
@@ -23,12 +24,26 @@ CHAT_BIN = os.path.join(BUILD, "websocket_chat")
 
 KEY = base64.b64encode(b"0123456789abcdef").decode()
 UPGRADE = ("GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-           "Sec-WebSocket-Key: " + KEY + "\r\nSec-WebSocket-Version: 13\r\n\r\n")
+           "Sec-WebSocket-Key: " + KEY + "\r\nSec-WebSocket-Version: 13\r\n{extra}\r\n")
+RSV1 = 0x40
+DEFLATE_OFFER = "permessage-deflate; client_max_window_bits"
 
 
-def frame(opcode, payload, fin=True, mask=b"\x11\x22\x33\x44"):
+def deflate(message):
+    """A message compressed as RFC 7692 7.2.1 says (raw deflate, sync flush, tail removed)."""
+    c = zlib.compressobj(wbits=-15)
+    out = c.compress(message) + c.flush(zlib.Z_SYNC_FLUSH)
+    assert out.endswith(b"\x00\x00\xff\xff")
+    return out[:-4]
+
+
+def inflate(payload):
+    return zlib.decompressobj(wbits=-15).decompress(payload + b"\x00\x00\xff\xff")
+
+
+def frame(opcode, payload, fin=True, mask=b"\x11\x22\x33\x44", rsv=0):
     """One client frame (masked unless mask is None)."""
-    head = bytes([(0x80 if fin else 0) | opcode])
+    head = bytes([(0x80 if fin else 0) | rsv | opcode])
     bit = 0x80 if mask is not None else 0
     n = len(payload)
     if n < 126:
@@ -45,13 +60,14 @@ def frame(opcode, payload, fin=True, mask=b"\x11\x22\x33\x44"):
 class RawWebSocket:
     """A WebSocket client on a plain socket: the handshake, then frames by hand."""
 
-    def __init__(self, port, path="/ws", rcvbuf=None):
+    def __init__(self, port, path="/ws", rcvbuf=None, extensions=None):
         self.sock = socket.socket()
         if rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.settimeout(5)
         self.sock.connect(("127.0.0.1", port))
-        self.sock.sendall(UPGRADE.format(path=path).encode())
+        extra = f"Sec-WebSocket-Extensions: {extensions}\r\n" if extensions else ""
+        self.sock.sendall(UPGRADE.format(path=path, extra=extra).encode())
         self.buf = b""
         while b"\r\n\r\n" not in self.buf:
             data = self.sock.recv(4096)
@@ -60,6 +76,9 @@ class RawWebSocket:
             self.buf += data
         head, self.buf = self.buf.split(b"\r\n\r\n", 1)
         self.status = int(head.split(b" ")[1])
+        self.headers = {k.strip().lower(): v.strip() for k, v in
+                        (line.split(":", 1) for line in head.decode().split("\r\n")[1:])}
+        self.rsv = 0  # the RSV bits of the last frame read
 
     def _need(self, n):
         while len(self.buf) < n:
@@ -69,9 +88,10 @@ class RawWebSocket:
             self.buf += data
 
     def read_frame(self):
-        """(opcode, payload) of the next server frame."""
+        """(opcode, payload) of the next server frame (its RSV bits in self.rsv)."""
         self._need(2)
         b0, b1 = self.buf[0], self.buf[1]
+        self.rsv = b0 & 0x70
         assert not b1 & 0x80, "a server frame must not be masked"
         n, off = b1 & 0x7F, 2
         if n == 126:
@@ -313,6 +333,150 @@ class EchoTest(ServerTestCase):
         self.assertEqual(self.srv.wait(10), 0)
 
 
+class DeflateTest(ServerTestCase):
+    """permessage-deflate (RFC 7692) through examples/websocket_echo: python3-websockets offers it
+    by default (compression=None does not); raw sockets look at the frames on the wire."""
+
+    start_echo = EchoTest.start_echo
+    stats = EchoTest.stats
+    logged = EchoTest.logged
+
+    def test_negotiated_by_default_and_round_trips(self):
+        self.start_echo()
+        text = "".join(f"line {i}: the quick brown fox\n" for i in range(8000))  # ~230 KB
+        data = bytes(range(256)) * 1000 + b"\x00" * 100000
+
+        async def scenario():
+            async with websockets.connect(self.url, max_size=None) as ws:
+                self.assertEqual(ws.response_headers.get("Sec-WebSocket-Extensions"),
+                                 "permessage-deflate; server_no_context_takeover; "
+                                 "client_no_context_takeover")
+                for message in (text, data, "short", b"", "", text[:1023], text[:1024]):
+                    await ws.send(message)
+                    self.assertEqual(await ws.recv(), message)
+                await ws.send([text[:5000], text[5000:]])  # fragmented, compressed as one message
+                self.assertEqual(await ws.recv(), text)
+            async with websockets.connect(self.url, compression=None, max_size=None) as ws:
+                self.assertNotIn("Sec-WebSocket-Extensions", ws.response_headers)
+                await ws.send(text)
+                self.assertEqual(await ws.recv(), text)
+
+        run(scenario())
+        self.wait_for(lambda: self.stats()["closed"] == 2 and self.stats()["last_close"] == 1000,
+                      msg="two clean closes")
+
+    def test_the_wire_is_compressed(self):
+        self.start_echo()
+        c = RawWebSocket(self.srv.port, extensions="x-unknown, " + DEFLATE_OFFER)
+        self.assertEqual(c.status, 101)
+        self.assertEqual(c.headers["sec-websocket-extensions"],
+                         "permessage-deflate; server_no_context_takeover; "
+                         "client_no_context_takeover")
+        text = b"compress me, compress me again. " * 4000  # 128 KB
+        c.sock.sendall(frame(1, deflate(text), rsv=RSV1))
+        opcode, payload = c.read_frame()
+        self.assertEqual((opcode, c.rsv), (1, RSV1))
+        self.assertLess(len(payload), len(text) // 50, "the echo went uncompressed")
+        self.assertEqual(inflate(payload), text)
+        c.sock.sendall(frame(2, b"\x01\x02" * 3000))  # a client may send uncompressed too
+        opcode, payload = c.read_frame()
+        self.assertEqual((opcode, c.rsv), (2, RSV1))
+        self.assertEqual(inflate(payload), b"\x01\x02" * 3000)
+        c.sock.sendall(frame(1, deflate(b"tiny"), rsv=RSV1))  # under min_compress_bytes: plain
+        self.assertEqual(c.read_frame(), (1, b"tiny"))
+        self.assertEqual(c.rsv, 0)
+        random_bytes = os.urandom(4096)  # does not get smaller: sent as it is
+        c.sock.sendall(frame(2, random_bytes))
+        self.assertEqual(c.read_frame(), (2, random_bytes))
+        self.assertEqual(c.rsv, 0)
+        c.sock.sendall(frame(9, b"p", rsv=RSV1))  # RSV1 on a control frame
+        self.assertEqual(c.read_close(), 1002)
+        c.assert_closed(self)
+        c.close()
+
+    def test_bomb_closes_1009_with_memory_bounded(self):
+        self.start_echo("--max-message-bytes", "100000")
+        bomb = deflate(b"\x00" * 50_000_000)  # 50 MB in ~49 KB
+        self.assertLess(len(bomb), 100000)
+        c = RawWebSocket(self.srv.port, extensions=DEFLATE_OFFER)
+        self.assertIn("permessage-deflate", c.headers["sec-websocket-extensions"])
+        try:
+            c.sock.sendall(frame(2, bomb, rsv=RSV1))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed while we still sent: what we want to see below
+        self.assertEqual(c.read_close(), 1009)
+        c.assert_closed(self)
+        c.close()
+        self.wait_for(lambda: self.stats()["last_close"] == 1009, msg="on_close with 1009")
+        self.logged("closing with 1009")
+        self.assertLess(EchoTest.rss_kb(self) / 1024, 40, "the bomb was inflated")
+
+        async def scenario():  # python3-websockets compresses the same way: 1009 too
+            async with websockets.connect(self.url) as ws:
+                await ws.send("a" * 1_000_000)
+                with self.assertRaises(websockets.ConnectionClosed) as caught:
+                    await ws.recv()
+                self.assertEqual(caught.exception.rcvd.code, 1009)
+
+        run(scenario())
+
+    def test_corrupt_compressed_data_1007(self):
+        self.start_echo()
+        c = RawWebSocket(self.srv.port, extensions=DEFLATE_OFFER)
+        c.sock.sendall(frame(1, b"\xff\xff\xff\xff\xff", rsv=RSV1))
+        self.assertEqual(c.read_close(), 1007)
+        c.assert_closed(self)
+        c.close()
+
+    def test_off(self):
+        self.start_echo("--deflate", "off")
+
+        async def scenario():
+            async with websockets.connect(self.url) as ws:  # offers it: not answered
+                self.assertNotIn("Sec-WebSocket-Extensions", ws.response_headers)
+                await ws.send("x" * 5000)
+                self.assertEqual(await ws.recv(), "x" * 5000)
+
+        run(scenario())
+        c = RawWebSocket(self.srv.port, extensions=DEFLATE_OFFER)
+        self.assertNotIn("sec-websocket-extensions", c.headers)
+        c.sock.sendall(frame(1, deflate(b"hello"), rsv=RSV1))  # RSV1 unnegotiated
+        self.assertEqual(c.read_close(), 1002)
+        c.assert_closed(self)
+        c.close()
+
+    def test_context_takeover(self):
+        self.start_echo("--deflate", "takeover")
+        messages = [f'{{"seq": {i}, "text": "{"the same words again " * 60}"}}' for i in range(20)]
+
+        async def scenario():
+            async with websockets.connect(self.url) as ws:
+                self.assertEqual(ws.response_headers.get("Sec-WebSocket-Extensions"),
+                                 "permessage-deflate")
+                for m in messages:
+                    await ws.send(m)
+                    self.assertEqual(await ws.recv(), m)
+
+        run(scenario())
+        # Raw: the second echo refers back to the first one's window (much smaller).
+        c = RawWebSocket(self.srv.port, extensions=DEFLATE_OFFER)
+        self.assertEqual(c.headers["sec-websocket-extensions"], "permessage-deflate")
+        d = zlib.decompressobj(wbits=-15)
+        sizes = []
+        for m in (os.urandom(3000), os.urandom(1000)):
+            data = m * 2
+            c.sock.sendall(frame(2, data))
+            opcode, payload = c.read_frame()
+            self.assertEqual(c.rsv, RSV1)
+            self.assertEqual(d.decompress(payload + b"\x00\x00\xff\xff"), data)
+            sizes.append(len(payload))
+        c.sock.sendall(frame(2, m * 2))
+        opcode, payload = c.read_frame()
+        self.assertEqual(d.decompress(payload + b"\x00\x00\xff\xff"), m * 2)
+        self.assertLess(len(payload), 100, "the window was not kept")
+        c.close()
+
+
 class ConfigFileTest(ServerTestCase):
     """register_websocket: a TOML route naming the endpoint; HTTP/2 and reload."""
 
@@ -399,6 +563,62 @@ class ChatTest(ServerTestCase):
         status, headers, body = self.get(srv.port, "/")
         self.assertEqual(status, 200)
         self.assertIn(b"new WebSocket", body)
+
+    def broadcast_to_deflate_and_plain_clients(self, mode, offered):
+        """Clients with and without permessage-deflate on both workers all get the same text;
+        raw clients check the frames: compressed exactly for those that negotiated it."""
+        srv = self.start_argv([CHAT_BIN, "--listen", "127.0.0.1:0", "--workers", "2",
+                               "--deflate", mode], name="websocket_chat")
+        url = f"ws://127.0.0.1:{srv.port}/chat"
+        text = "news of the day, " * 400  # ~6.8 KB, compressible
+
+        def raw_client(extensions):
+            c = RawWebSocket(srv.port, path="/chat", extensions=extensions)
+            self.assertEqual(c.status, 101)
+            self.assertEqual("sec-websocket-extensions" in c.headers, bool(extensions))
+            return c
+
+        async def scenario():
+            clients, kinds = [], set()
+            while len(kinds) < 4 or len(clients) < 6:  # (worker, compressed) of each kind
+                self.assertLess(len(clients), 60, "every connection went to one worker")
+                compressed = len(clients) % 2 == 0
+                ws = await websockets.connect(url, **({} if compressed else {"compression": None}))
+                self.assertEqual("Sec-WebSocket-Extensions" in ws.response_headers, compressed)
+                self.assertEqual(ws.response_headers.get("Sec-WebSocket-Extensions"), offered
+                                 if compressed else None)
+                welcome = json.loads(await ws.recv())
+                kinds.add((welcome["worker"], compressed))
+                clients.append((ws, welcome["welcome"]))
+            raw_plain, raw_deflate = raw_client(None), raw_client(DEFLATE_OFFER)
+            await asyncio.sleep(0.3)  # the joins are broadcast too: let them arrive
+            speaker, name = clients[0]
+            await speaker.send(text)
+            for ws, _ in clients:
+                while (await asyncio.wait_for(ws.recv(), 5)) != f"{name}: {text}":
+                    pass
+            expected = f"{name}: {text}".encode()
+            for c, rsv in ((raw_plain, 0), (raw_deflate, RSV1)):
+                while True:  # the welcome and the joins come first
+                    opcode, payload = c.read_frame()
+                    message = inflate(payload) if c.rsv else payload
+                    if message == expected:
+                        break
+                self.assertEqual((opcode, c.rsv), (1, rsv))
+                if rsv:
+                    self.assertLess(len(payload), len(expected) // 10)
+                c.close()
+            for ws, _ in clients:
+                await ws.close()
+
+        run(scenario())
+
+    def test_broadcast_shared_compressed_frame(self):
+        self.broadcast_to_deflate_and_plain_clients(
+            "on", "permessage-deflate; server_no_context_takeover; client_no_context_takeover")
+
+    def test_broadcast_with_context_takeover(self):
+        self.broadcast_to_deflate_and_plain_clients("takeover", "permessage-deflate")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,15 @@ WebSocketHub::WebSocketHub(std::string name, std::shared_ptr<WebSocketHandler> h
       draining_(draining),
       worker_(this_worker()) {
   for (const std::string& p : options_.subprotocols) subprotocols_.push_back(p);
+  const WebSocketDeflateOptions& d = options_.permessage_deflate;
+  deflate_policy_.enabled = d.enabled;
+  deflate_policy_.server_context_takeover = d.server_context_takeover;
+  deflate_policy_.client_context_takeover = d.client_context_takeover;
+  deflate_policy_.server_max_window_bits = d.server_max_window_bits;  // the codec clamps these
+  deflate_policy_.client_max_window_bits = d.client_max_window_bits;
+  deflate_policy_.mem_level = d.mem_level;
+  deflate_policy_.compression_level = d.level;
+  deflate_policy_.min_compress_bytes = d.min_compress_bytes;
 }
 
 WebSocketHub::~WebSocketHub() {
@@ -80,16 +89,49 @@ void WebSocketHub::remove(WebSocketConnection* connection) {
 }
 
 size_t WebSocketHub::broadcast(std::string_view data, MessageType type) {
+  const websocket::Opcode opcode =
+      type == MessageType::kText ? websocket::Opcode::kText : websocket::Opcode::kBinary;
+  // A server's frames carry no mask: one encoding serves every connection that compresses
+  // nothing, and one compressed encoding every connection whose compressor starts each message
+  // afresh with the same window. Each is made on first need (a hub of plain clients pays as
+  // before).
   frame_.clear();
-  // A server's frames carry no mask: one encoding serves every connection.
-  websocket::write_frame(
-      frame_, type == MessageType::kText ? websocket::Opcode::kText : websocket::Opcode::kBinary,
-      data);
+  enum class Deflated : uint8_t { kNotYet, kFrame, kPlain };
+  std::array<Deflated, 8> deflated{};  // by window bits - 8
+  auto plain = [&]() -> std::string_view {
+    if (frame_.empty()) websocket::write_frame(frame_, opcode, data);
+    return frame_;
+  };
+  auto frame_for = [&](const websocket::PerMessageDeflate& pmd) -> std::string_view {
+    if (data.empty() || data.size() < pmd.min_compress_bytes) return plain();
+    const size_t i = static_cast<size_t>(pmd.server_max_window_bits - 8);
+    if (deflated[i] == Deflated::kNotYet) {
+      std::string compressed;
+      websocket::MessageDeflater deflater(pmd.server_max_window_bits, false, pmd.mem_level,
+                                          pmd.compression_level);
+      deflated_frames_[i].clear();
+      deflated[i] = Deflated::kPlain;  // it does not get smaller: the plain frame serves
+      if (deflater.compress(data, &compressed)) {
+        websocket::write_frame(deflated_frames_[i], opcode, compressed, true, websocket::kRsv1);
+        deflated[i] = Deflated::kFrame;
+      }
+    }
+    return deflated[i] == Deflated::kFrame ? std::string_view(deflated_frames_[i]) : plain();
+  };
   // A client dropped as too slow leaves the list while we walk it: walk a copy, holding each.
   std::vector<Ref<WebSocketConnection>> targets(open_.begin(), open_.end());
   size_t sent = 0;
-  for (const Ref<WebSocketConnection>& c : targets)
-    if (c->send_frame(frame_) != IoStatus::kCancelled) ++sent;
+  for (const Ref<WebSocketConnection>& c : targets) {
+    const std::optional<websocket::PerMessageDeflate>& pmd = c->deflate();
+    IoStatus status;
+    if (!pmd)
+      status = c->send_frame(plain());
+    else if (pmd->server_no_context_takeover)
+      status = c->send_frame(frame_for(*pmd));
+    else
+      status = c->send(data, type);  // its own compressor's window: compressed for it alone
+    if (status != IoStatus::kCancelled) ++sent;
+  }
   return sent;
 }
 
@@ -118,15 +160,19 @@ void WebSocketHub::tick() {
 // ---- WebSocketConnection ---------------------------------------------------------------------
 
 WebSocketConnection::WebSocketConnection(const Request& request, handlers::Downstream& downstream,
-                                         std::shared_ptr<WebSocketHub> hub, std::string subprotocol)
+                                         std::shared_ptr<WebSocketHub> hub, std::string subprotocol,
+                                         const std::optional<websocket::PerMessageDeflate>& deflate)
     : request_(&request),
       downstream_(&downstream),
       hub_(std::move(hub)),
       subprotocol_(std::move(subprotocol)),
+      deflate_(deflate),
       id_(next_id.fetch_add(1, std::memory_order_relaxed)),
       session_(websocket::Role::kServer,
                websocket::SessionLimits{hub_->options().max_message_bytes}),
       last_heard_ms_(now_ms()) {
+  // Before any byte arrives: the client may compress its very first message.
+  if (deflate_) session_.enable_permessage_deflate(*deflate_);
   add_ref();  // the link: the connection holds us until the exchange ends
 }
 
@@ -455,10 +501,16 @@ handlers::Exchange* WebSocketEndpoint::start(const Request& request,
   }
   std::string_view protocol = websocket::select_subprotocol(request, hub_->subprotocols());
   if (!protocol.empty()) websocket::set_subprotocol(answer, protocol);
+  // No acceptable offer (or compression off): the 101 goes without the extension.
+  std::string extensions;
+  std::optional<websocket::PerMessageDeflate> deflate;
+  if (hub_->deflate_policy().enabled)
+    deflate = websocket::negotiate_permessage_deflate(request, hub_->deflate_policy(), &extensions);
+  if (deflate) websocket::set_extensions(answer, extensions);
   head.set_status(101);
   for (const auto& [name, value] : answer.headers) head.add_header(name, value);
   Ref<detail::WebSocketConnection> connection(
-      new detail::WebSocketConnection(request, downstream, hub_, std::string(protocol)));
+      new detail::WebSocketConnection(request, downstream, hub_, std::string(protocol), deflate));
   if (!downstream.send_head(head, -1)) {
     connection->on_abort();  // gone before it opened: no callbacks
     return nullptr;

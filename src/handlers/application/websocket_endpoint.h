@@ -10,8 +10,10 @@
 // lists the open connections by raw pointer: each removes itself as it ends.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +44,8 @@ class WebSocketHub : public std::enable_shared_from_this<WebSocketHub> {
   WebSocketHandler& handler() { return *handler_; }
   const WebSocketOptions& options() const { return options_; }
   const std::vector<std::string_view>& subprotocols() const { return subprotocols_; }
+  // What the upgrade negotiates from (options().permessage_deflate in the codec's terms).
+  const websocket::DeflateServerPolicy& deflate_policy() const { return deflate_policy_; }
   Worker& worker() const { return *worker_; }
   // Whether the calling thread is the worker this hub belongs to (its route table's).
   bool on_own_worker() const { return worker_ && worker_ == this_worker(); }
@@ -60,17 +64,24 @@ class WebSocketHub : public std::enable_shared_from_this<WebSocketHub> {
   std::shared_ptr<WebSocketHandler> handler_;
   WebSocketOptions options_;
   std::vector<std::string_view> subprotocols_;  // views into options_.subprotocols
+  websocket::DeflateServerPolicy deflate_policy_;
   const bool* draining_;
   Worker* worker_;
   std::vector<WebSocketConnection*> open_;
   Worker::TimerId tick_ = 0;
-  std::string frame_;  // a broadcast's frame, encoded once
+  // A broadcast's frames, each encoded once: the uncompressed one, and the compressed one per
+  // server window (8-15) for the connections without server context takeover (their frames
+  // depend on nothing else: a reset compressor and the endpoint's level and memLevel).
+  std::string frame_;
+  std::array<std::string, 8> deflated_frames_;
 };
 
 class WebSocketConnection final : public RefCounted, public handlers::Exchange {
  public:
+  // `deflate`: the permessage-deflate parameters negotiated at the upgrade, if any.
   WebSocketConnection(const Request& request, handlers::Downstream& downstream,
-                      std::shared_ptr<WebSocketHub> hub, std::string subprotocol);
+                      std::shared_ptr<WebSocketHub> hub, std::string subprotocol,
+                      const std::optional<websocket::PerMessageDeflate>& deflate);
 
   // The 101 is out: joins the hub and runs on_open.
   void open();
@@ -89,6 +100,7 @@ class WebSocketConnection final : public RefCounted, public handlers::Exchange {
   }
   const Request& request() const { return *request_; }
   std::string_view subprotocol() const { return subprotocol_; }
+  const std::optional<websocket::PerMessageDeflate>& deflate() const { return deflate_; }
   WebSocketHub& hub() const { return *hub_; }
   std::any& data() { return data_; }
   IoStatus send(std::string_view data, MessageType type);
@@ -114,6 +126,7 @@ class WebSocketConnection final : public RefCounted, public handlers::Exchange {
   handlers::Downstream* downstream_;  // null once the exchange ended
   std::shared_ptr<WebSocketHub> hub_;
   std::string subprotocol_;
+  std::optional<websocket::PerMessageDeflate> deflate_;
   uint64_t id_;
   websocket::Session session_;
   std::vector<websocket::Event> events_;

@@ -10,7 +10,9 @@
 
 #include "http/http1/parser.h"
 #include "server/app_worker.h"
+#include "websocket/deflate.h"
 #include "websocket/frame.h"
+#include "websocket/session.h"
 
 namespace peregrine {
 namespace {
@@ -23,6 +25,7 @@ class RecordingDownstream final : public handlers::Downstream {
   }
   bool send_head(Response& head, int64_t) override {
     events.push_back("head " + std::to_string(head.status()));
+    head_lines = std::string(head.extra_headers());
     return true;
   }
   Sent send_body(std::string_view bytes) override {
@@ -34,6 +37,7 @@ class RecordingDownstream final : public handlers::Downstream {
   bool head_sent() const override { return true; }
 
   std::vector<std::string> events;
+  std::string head_lines;  // the 101's headers
   std::string sent;
   bool full = false;
 };
@@ -179,6 +183,150 @@ TEST_F(WebSocketEndpointTest, GracefulStopSends1001) {
   EXPECT_EQ(downstream_.events.back(), "finish");
   turn();
   EXPECT_EQ(handler_->log.back(), "close 1001 ");
+}
+
+// ---- permessage-deflate ----
+
+constexpr std::string_view kOfferingHead =
+    "GET /ws HTTP/1.1\r\nHost: x\r\n"
+    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+    "Sec-WebSocket-Version: 13\r\n\r\n";
+
+constexpr uint8_t kCompressedText = 0xc1;  // FIN, RSV1, text: a frame's first byte
+
+class WebSocketDeflateEndpointTest : public WebSocketEndpointTest {
+ protected:
+  WebSocketDeflateEndpointTest() : WebSocketEndpointTest(std::string(kOfferingHead)) {}
+};
+
+// What a client session that negotiated the same parameters receives from `bytes`.
+std::vector<websocket::Event> client_receives(std::string_view bytes,
+                                              const websocket::PerMessageDeflate& params) {
+  websocket::Session client(websocket::Role::kClient, {}, params);
+  std::vector<websocket::Event> events;
+  std::string out;
+  client.receive(bytes, events, out);
+  return events;
+}
+
+websocket::PerMessageDeflate no_takeover() {
+  websocket::PerMessageDeflate params;
+  params.server_no_context_takeover = params.client_no_context_takeover = true;
+  return params;
+}
+
+TEST_F(WebSocketDeflateEndpointTest, NegotiatedByDefaultAndUsedBothWays) {
+  handlers::Exchange* exchange = open();
+  ASSERT_NE(exchange, nullptr);
+  EXPECT_NE(downstream_.head_lines.find("Sec-WebSocket-Extensions: permessage-deflate; "
+                                        "server_no_context_takeover; client_no_context_takeover"),
+            std::string::npos)
+      << downstream_.head_lines;
+  // The client compresses its message; the echo comes back compressed (RSV1), being over 1 KiB.
+  websocket::Session client(websocket::Role::kClient, {}, no_takeover());
+  std::string big(5000, 'a'), frames;
+  client.send_text(big, frames);
+  EXPECT_LT(frames.size(), 200u);
+  exchange->on_body(frames, false);
+  ASSERT_EQ(handler_->log.back(), "message " + big);
+  EXPECT_EQ(static_cast<uint8_t>(downstream_.sent[0]), kCompressedText);
+  EXPECT_LT(downstream_.sent.size(), 200u);
+  EXPECT_EQ(client_receives(downstream_.sent, no_takeover()),
+            (std::vector<websocket::Event>{{websocket::Event::Type::kText, 0, big}}));
+  // Under min_compress_bytes (1 KiB by default): plain.
+  downstream_.sent.clear();
+  exchange->on_body(masked(websocket::Opcode::kText, std::string(1023, 'b')), false);
+  EXPECT_EQ(static_cast<uint8_t>(downstream_.sent[0]), 0x81);
+}
+
+TEST_F(WebSocketDeflateEndpointTest, OffMeansNoExtensionAndRsv1Fails) {
+  WebSocketOptions options;
+  options.permessage_deflate.enabled = false;
+  handlers::Exchange* exchange = open(options);
+  ASSERT_NE(exchange, nullptr);
+  EXPECT_EQ(downstream_.head_lines.find("Sec-WebSocket-Extensions"), std::string::npos);
+  websocket::Session client(websocket::Role::kClient, {}, no_takeover());
+  std::string frames;
+  client.send_text(std::string(5000, 'a'), frames);
+  exchange->on_body(frames, false);
+  EXPECT_EQ(handler_->log, std::vector<std::string>{"open"});
+  EXPECT_EQ(downstream_.events.back(), "finish");  // the 1002 close, then the tunnel ends
+}
+
+// Keeps every connection's handle, to broadcast through one of them.
+class Keeper final : public WebSocketHandler {
+ public:
+  void on_open(WebSocket ws) override { sockets.push_back(ws); }
+  void on_message(WebSocket, std::string_view, MessageType) override {}
+  std::vector<WebSocket> sockets;
+};
+
+TEST_F(WebSocketDeflateEndpointTest, BroadcastEncodesOncePerKindOfConnection) {
+  auto keeper = std::make_shared<Keeper>();
+  WebSocketOptions options;
+  options.permessage_deflate.min_compress_bytes = 10;
+  endpoint_ = std::make_unique<application::WebSocketEndpoint>("test", keeper, options, &draining_);
+  // Two clients offering the extension, one not, one asking for a 10-bit server window.
+  const std::string plain_head =
+      "GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+  std::string small_window_head(kOfferingHead);
+  small_window_head.insert(small_window_head.find("client_max"), "server_max_window_bits=10; ");
+  const std::vector<std::string> heads = {std::string(kOfferingHead), std::string(kOfferingHead),
+                                          plain_head, small_window_head};
+  std::vector<Request> requests(heads.size());
+  std::vector<RecordingDownstream> downstreams(heads.size());
+  for (size_t i = 0; i < heads.size(); ++i) {
+    http1::RequestParser parser;
+    ASSERT_EQ(parser.parse(heads[i], requests[i]).status, http1::ParseStatus::kDone);
+    ASSERT_NE(endpoint_->start(requests[i], downstreams[i]), nullptr);
+  }
+  ASSERT_EQ(keeper->sockets.size(), 4u);
+  const std::string text(3000, 'z');
+  EXPECT_EQ(keeper->sockets[0].endpoint().broadcast(text), 4u);
+  EXPECT_EQ(downstreams[0].sent, downstreams[1].sent);  // the same compressed frame
+  EXPECT_EQ(static_cast<uint8_t>(downstreams[0].sent[0]), kCompressedText);
+  EXPECT_LT(downstreams[0].sent.size(), 100u);
+  std::string plain;
+  websocket::write_frame(plain, websocket::Opcode::kText, text);
+  EXPECT_EQ(downstreams[2].sent, plain);
+  websocket::PerMessageDeflate small = no_takeover();
+  small.server_max_window_bits = 10;
+  EXPECT_EQ(static_cast<uint8_t>(downstreams[3].sent[0]), kCompressedText);
+  for (size_t i : {0, 1, 3})
+    EXPECT_EQ(client_receives(downstreams[i].sent, i == 3 ? small : no_takeover()),
+              (std::vector<websocket::Event>{{websocket::Event::Type::kText, 0, text}}))
+        << i;
+  keeper->sockets.clear();
+}
+
+TEST_F(WebSocketDeflateEndpointTest, BroadcastWithContextTakeoverUsesEachConnectionsWindow) {
+  auto keeper = std::make_shared<Keeper>();
+  WebSocketOptions options;
+  options.permessage_deflate.server_context_takeover = true;
+  options.permessage_deflate.min_compress_bytes = 10;
+  endpoint_ = std::make_unique<application::WebSocketEndpoint>("test", keeper, options, &draining_);
+  ASSERT_NE(endpoint_->start(request_, downstream_), nullptr);
+  ASSERT_EQ(keeper->sockets.size(), 1u);
+  // Each connection compresses with its own window: the second broadcast of the same text refers
+  // to the first and is much smaller.
+  EXPECT_NE(downstream_.head_lines.find("permessage-deflate; client_no_context_takeover\r\n"),
+            std::string::npos)
+      << downstream_.head_lines;
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += std::to_string(i * 7919 % 1000) + ",";
+  keeper->sockets[0].endpoint().broadcast(text);
+  const size_t first = downstream_.sent.size();
+  keeper->sockets[0].endpoint().broadcast(text);
+  EXPECT_LT(downstream_.sent.size() - first, first / 4);  // a back-reference to the first
+  websocket::PerMessageDeflate params;
+  params.client_no_context_takeover = true;
+  EXPECT_EQ(client_receives(downstream_.sent, params),
+            (std::vector<websocket::Event>{{websocket::Event::Type::kText, 0, text},
+                                           {websocket::Event::Type::kText, 0, text}}));
+  keeper->sockets.clear();
 }
 
 }  // namespace
