@@ -191,6 +191,22 @@ class AsyncOverBothProtocols:
         self.assertEqual(r.stdout, b"waited\n")
         self.assertEqual(self.stats(), before + 1)
 
+    def test_coroutines_awaiting_coroutines(self):
+        # Three 50 ms sleeps, each in a coroutine two awaits deep: the answer comes after all.
+        started = time.monotonic()
+        r = curl(self.proto + [self.url + "/async/compose?steps=3&ms=50"])
+        self.assertEqual(r.stdout, b"steps=3\n")
+        self.assertGreaterEqual(time.monotonic() - started, 0.15)
+        # A client that leaves mid-way: the innermost sleep resumes cancelled, and the outer
+        # coroutine learns it through the exception the middle one throws.
+        before = self.stats()
+        p = subprocess.Popen(["curl", "-sS"] + self.proto + [self.url + "/async/compose?steps=100&ms=100"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        p.kill()
+        p.wait()
+        self.wait_for(lambda: self.stats() == before + 1, timeout=5, msg="the chain saw the cancel")
+
     def stats(self):
         r = curl(self.proto + [self.url + "/async/stats"], timeout=5)
         return int(r.stdout.decode().strip().split("=")[1])

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "../../examples/common/command_line.h"
@@ -83,6 +84,32 @@ Task wait(const Request& request, AsyncResponse res) {
     co_return;
   }
   text(res, 200, "waited\n");
+}
+
+// Coroutines awaiting coroutines (Async): `steps` sleeps of `ms` each, in a helper coroutine
+// that returns how many it completed; "steps=N" once all are done. A client that leaves
+// cancels the sleep the innermost coroutine is in; the count says so.
+peregrine::Async<int> sleep_steps(AsyncResponse& res, int steps, int64_t ms) {
+  for (int i = 0; i < steps; ++i)
+    if (!co_await res.sleep(std::chrono::milliseconds(ms))) co_return i;
+  co_return steps;
+}
+
+peregrine::Async<std::string> describe_steps(AsyncResponse& res, int steps, int64_t ms) {
+  int done = co_await sleep_steps(res, steps, ms);
+  if (done < steps) throw std::runtime_error("cancelled after " + std::to_string(done));
+  co_return "steps=" + std::to_string(done) + "\n";
+}
+
+Task compose(const Request& request, AsyncResponse res) {
+  const int steps = static_cast<int>(query_int(request, "steps", 3));
+  const int64_t ms = query_int(request, "ms", 20);
+  try {
+    std::string body = co_await describe_steps(res, steps, ms);
+    text(res, 200, body);
+  } catch (const std::runtime_error&) {
+    cancelled_waits.fetch_add(1);
+  }
 }
 
 // The same body count in callback style: pieces paused and resumed from a timer.
@@ -196,6 +223,7 @@ class AsyncRoutes final : public peregrine::AsyncHandler {
     if (p == "/async/echo") return (void)echo(request, std::move(res));
     if (p == "/async/big") return (void)big(request, std::move(res));
     if (p == "/async/wait") return (void)wait(request, std::move(res));
+    if (p == "/async/compose") return (void)compose(request, std::move(res));
     if (p == "/async/callback") return callback_count(request, std::move(res));
     if (p == "/async/ticks") return ticks(request, std::move(res));
     if (p == "/async/timers") return timers(request, std::move(res));
