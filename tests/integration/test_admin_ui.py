@@ -214,6 +214,20 @@ class AdminUiTestCase(ServerTestCase):
             errors.append(entry)
         return errors
 
+    def click(self, driver, selector, tries=5):
+        """Clicks the element `selector` names, finding it again if the page re-rendered it
+        between the find and the click (the upstreams view refreshes itself every few seconds),
+        as a person would click again."""
+        from selenium.common.exceptions import StaleElementReferenceException
+        for attempt in range(tries):
+            try:
+                driver.find_element("css selector", selector).click()
+                return
+            except StaleElementReferenceException:
+                if attempt == tries - 1:
+                    raise
+                time.sleep(0.1)
+
     def screenshot(self, driver, name):
         """Saves a PNG artifact and checks it shows a page: not one flat colour."""
         data = driver.get_screenshot_as_png()
@@ -523,12 +537,12 @@ class ApiViews(AdminUiTestCase):
         driver.execute_script("location.hash = '#upstreams'")
         label = f"drain {a.address} in app"
         self.wait_until(driver, f"document.querySelector('button[aria-label=\"{label}\"]')", msg="the drain button")
-        driver.find_element("css selector", f'button[aria-label="{label}"]').click()
+        self.click(driver, f'button[aria-label="{label}"]')
         self.wait_until(driver, "[...document.querySelectorAll('#upstreams-list .state')].some(s => s.textContent === 'drained')",
                         msg="the server shown drained")
         self.screenshot(driver, "upstream-drained")
         self.assertEqual(set(backends()), {"b"}, "a drained server gets no new requests")
-        driver.find_element("css selector", f'button[aria-label="enable {a.address} in app"]').click()
+        self.click(driver, f'button[aria-label="enable {a.address} in app"]')
         self.wait_until(driver, "![...document.querySelectorAll('#upstreams-list .state')].some(s => s.textContent === 'drained')",
                         msg="the server enabled again")
 
