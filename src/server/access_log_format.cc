@@ -203,6 +203,21 @@ void AccessLogBuffer::log_custom(const Request& request, int status, uint64_t bo
       case LogVariable::kTlsCipher:
         append_or_dash(out, context.tls_cipher, escape);
         break;
+      case LogVariable::kSslClientVerify:
+        append_or_dash(out, request.tls ? request.tls->client_verify() : "", escape);
+        break;
+      case LogVariable::kSslClientSDn:
+        append_or_dash(out, request.tls ? request.tls->client_subject_dn() : "", escape);
+        break;
+      case LogVariable::kSslClientIDn:
+        append_or_dash(out, request.tls ? request.tls->client_issuer_dn() : "", escape);
+        break;
+      case LogVariable::kSslClientSerial:
+        append_or_dash(out, request.tls ? request.tls->client_serial() : "", escape);
+        break;
+      case LogVariable::kSslClientFingerprint:
+        append_or_dash(out, request.tls ? request.tls->client_fingerprint() : "", escape);
+        break;
       case LogVariable::kConnection:
         append_decimal(out, context.connection);
         break;
