@@ -222,6 +222,33 @@ class TestVerifyOn(ClientCertCase):
         self.assertEqual(self.get(srv.port, self.mallory, host="b.test")[0], 200)
         self.assertEqual(self.get(srv.port, self.alice, host="b.test")[0], 400)
 
+    def test_session_never_resumes_into_another_verifying_site(self):
+        # A session verified for localhost (the first CA), offered with SNI b.test (the other
+        # CA): the site is chosen before the session lookup, whose id context differs, so it is
+        # a full handshake and alice's certificate is judged by b.test's CA.
+        other = (f'[[site]]\nhosts = ["b.test"]\nroot = {q(self.make_root({"index.html": "b"}, "b"))}\n'
+                 f"tls = {{ certificate = {q(self.server[0])}, key = {q(self.server[1])}, "
+                 f'verify_client = "on", client_ca = {q(self.other.ca_pem)} }}\n')
+        srv = self.start("on", extra_sites=other)
+        for version in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            context = ssl.create_default_context(cafile=self.ca.ca_pem)
+            context.minimum_version = context.maximum_version = version
+            context.load_cert_chain(*self.alice)
+            session = None
+            for host, reused, status in (("localhost", False, b"200"), ("localhost", True, b"200"),
+                                         ("b.test", False, b"400")):
+                raw = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+                with context.wrap_socket(raw, server_hostname=host, session=session) as sock:
+                    sock.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+                                 .encode())
+                    data = b""
+                    while chunk := sock.recv(65536):
+                        data += chunk
+                    self.assertEqual(data.split()[1], status, (version, host))
+                    self.assertEqual(sock.session_reused, reused, (version, host))
+                    if host == "localhost":
+                        session = sock.session
+
     def test_resumed_session_keeps_the_verification(self):
         srv = self.start("on")
         context = ssl.create_default_context(cafile=self.ca.ca_pem)
