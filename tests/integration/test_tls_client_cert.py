@@ -307,6 +307,37 @@ class TestOtherModes(ClientCertCase):
         return status
 
 
+class TestFastcgi(ClientCertCase):
+    def test_php_sees_mod_ssl_client_variables(self):
+        import phpfpm
+        if not phpfpm.available():
+            harness.require_tool("php-fpm8.2", "php8.2-fpm", path=phpfpm.PHP_FPM_BIN)
+        root = self.make_root({})
+        shutil.copy(os.path.join(harness.HERE, "php", "env.php"), root)
+        fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm"), children=2)
+        self.addCleanup(fpm.stop)
+        fpm.start()
+        routes = f'[[site.route]]\nextension = "php"\nfastcgi = {q(fpm.address)}\n'
+        text = (f'listen = [{{ address = "127.0.0.1:0", tls = true }}]\nworkers = 1\n'
+                f'[[site]]\nhosts = ["localhost"]\nroot = {q(root)}\naccess_log = "off"\n'
+                f'{self.tls_keys("optional")}\n{routes}')
+        srv = self.start_config(text)
+        base = ["curl", "-sS", "--max-time", "10", "--cacert", self.ca.ca_pem,
+                f"https://localhost:{srv.port}/env.php"]
+        out = subprocess.run(base + ["--cert", self.alice[0], "--key", self.alice[1]],
+                             capture_output=True, timeout=20)
+        server = json.loads(out.stdout)["server"]
+        self.assertEqual(server.get("SSL_CLIENT_VERIFY"), "SUCCESS")
+        self.assertEqual(server.get("SSL_CLIENT_S_DN"), "CN=alice,O=Peregrine Tests")
+        self.assertEqual(server.get("SSL_CLIENT_I_DN"), "CN=Peregrine Test CA")
+        self.assertEqual(server.get("SSL_CLIENT_M_SERIAL").lstrip("0"), self.serial(self.alice[0]))
+        with open(self.alice[0]) as f:
+            self.assertEqual(server.get("SSL_CLIENT_CERT"), f.read())
+        server = json.loads(subprocess.run(base, capture_output=True, timeout=20).stdout)["server"]
+        self.assertEqual(server.get("SSL_CLIENT_VERIFY"), "NONE")
+        self.assertNotIn("SSL_CLIENT_CERT", server)
+
+
 class TestConfigErrors(ClientCertCase):
     def check(self, tls, expected, hint):
         root = self.make_root({})
