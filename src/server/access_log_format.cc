@@ -66,6 +66,23 @@ std::string_view find_line(std::string_view lines, std::string_view name) {
   return {};
 }
 
+// $ssl_client_*: "" on a plain connection (logged as "-").
+std::string_view client_certificate_fact(const TlsSession* tls, LogVariable variable) {
+  if (tls == nullptr) return {};
+  switch (variable) {
+    case LogVariable::kSslClientVerify:
+      return tls->client_verify();
+    case LogVariable::kSslClientSDn:
+      return tls->client_subject_dn();
+    case LogVariable::kSslClientIDn:
+      return tls->client_issuer_dn();
+    case LogVariable::kSslClientSerial:
+      return tls->client_serial();
+    default:
+      return tls->client_fingerprint();
+  }
+}
+
 }  // namespace
 
 void AccessLogBuffer::log_custom(const Request& request, int status, uint64_t body_bytes,
@@ -204,19 +221,11 @@ void AccessLogBuffer::log_custom(const Request& request, int status, uint64_t bo
         append_or_dash(out, context.tls_cipher, escape);
         break;
       case LogVariable::kSslClientVerify:
-        append_or_dash(out, request.tls ? request.tls->client_verify() : "", escape);
-        break;
       case LogVariable::kSslClientSDn:
-        append_or_dash(out, request.tls ? request.tls->client_subject_dn() : "", escape);
-        break;
       case LogVariable::kSslClientIDn:
-        append_or_dash(out, request.tls ? request.tls->client_issuer_dn() : "", escape);
-        break;
       case LogVariable::kSslClientSerial:
-        append_or_dash(out, request.tls ? request.tls->client_serial() : "", escape);
-        break;
       case LogVariable::kSslClientFingerprint:
-        append_or_dash(out, request.tls ? request.tls->client_fingerprint() : "", escape);
+        append_or_dash(out, client_certificate_fact(request.tls, piece.variable), escape);
         break;
       case LogVariable::kConnection:
         append_decimal(out, context.connection);

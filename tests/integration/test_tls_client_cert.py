@@ -19,7 +19,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import PEREGRINE_BIN, q  # noqa: E402
-from test_tls import OPENSSL, TestCA, run  # noqa: E402
+from test_tls import OPENSSL, TestCA, run, start_env_php  # noqa: E402
 
 CA_CONFIG = """[ca]
 default_ca = test
@@ -309,14 +309,7 @@ class TestOtherModes(ClientCertCase):
 
 class TestFastcgi(ClientCertCase):
     def test_php_sees_mod_ssl_client_variables(self):
-        import phpfpm
-        if not phpfpm.available():
-            harness.require_tool("php-fpm8.2", "php8.2-fpm", path=phpfpm.PHP_FPM_BIN)
-        root = self.make_root({})
-        shutil.copy(os.path.join(harness.HERE, "php", "env.php"), root)
-        fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm"), children=2)
-        self.addCleanup(fpm.stop)
-        fpm.start()
+        root, fpm = start_env_php(self)
         routes = f'[[site.route]]\nextension = "php"\nfastcgi = {q(fpm.address)}\n'
         text = (f'listen = [{{ address = "127.0.0.1:0", tls = true }}]\nworkers = 1\n'
                 f'[[site]]\nhosts = ["localhost"]\nroot = {q(root)}\naccess_log = "off"\n'
