@@ -45,6 +45,16 @@ class TlsSession {
   virtual std::string session_id_hex() const = 0;
   // The certificate the client presented, in PEM; empty when it presented none.
   virtual std::string client_certificate_pem() const = 0;
+  // The client certificate's verification, as nginx's $ssl_client_verify and mod_ssl's
+  // SSL_CLIENT_VERIFY: "SUCCESS", "FAILED:<OpenSSL's reason>" or "NONE" (none presented, or none
+  // asked for: the site's tls.verify_client is off).
+  virtual std::string_view client_verify() const = 0;
+  // Its subject and issuer (RFC 2253, as nginx's $ssl_client_s_dn), serial number (upper-case
+  // hex) and SHA-1 fingerprint (lower-case hex, as $ssl_client_fingerprint); empty without one.
+  virtual std::string_view client_subject_dn() const = 0;
+  virtual std::string_view client_issuer_dn() const = 0;
+  virtual std::string_view client_serial() const = 0;
+  virtual std::string_view client_fingerprint() const = 0;
 
  protected:
   ~TlsSession() = default;

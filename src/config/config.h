@@ -318,6 +318,13 @@ struct SiteTls {
   std::vector<TlsCertificate> certificates;  // at most one per key type (ECDSA, RSA)
   std::string ocsp_response;                 // DER bytes of the stapled OCSP response ("" none)
   std::string hsts;  // the Strict-Transport-Security value sent on TLS responses ("" none)
+  // Client certificates (nginx's ssl_verify_client, Apache's SSLVerifyClient): off asks for
+  // none; optional and on ask at the handshake and verify against client_ca (on: 400 without a
+  // valid one, optional: 400 only for an invalid one); optional_no_ca asks and never refuses.
+  enum class VerifyClient : uint8_t { kOff, kOptional, kOn, kOptionalNoCa };
+  VerifyClient verify_client = VerifyClient::kOff;
+  std::string client_ca;  // PEM bytes of the trusted CAs, also sent as acceptable CA names
+  int verify_depth = 1;   // certificates allowed above the client's (nginx's default, 1)
 };
 
 // The global [tls] table: what every TLS listener negotiates.

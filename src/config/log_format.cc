@@ -34,6 +34,11 @@ constexpr std::pair<std::string_view, LogVariable> kVariables[] = {
     {"request_id", LogVariable::kRequestId},
     {"tls_version", LogVariable::kTlsVersion},
     {"tls_cipher", LogVariable::kTlsCipher},
+    {"ssl_client_verify", LogVariable::kSslClientVerify},
+    {"ssl_client_s_dn", LogVariable::kSslClientSDn},
+    {"ssl_client_i_dn", LogVariable::kSslClientIDn},
+    {"ssl_client_serial", LogVariable::kSslClientSerial},
+    {"ssl_client_fingerprint", LogVariable::kSslClientFingerprint},
     {"connection", LogVariable::kConnection},
     {"connection_requests", LogVariable::kConnectionRequests},
 };

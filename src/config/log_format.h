@@ -39,6 +39,11 @@ enum class LogVariable : uint8_t {
   kRequestId,
   kTlsVersion,
   kTlsCipher,
+  kSslClientVerify,  // the client certificate's facts (tls::Stream, include/peregrine/request.h)
+  kSslClientSDn,
+  kSslClientIDn,
+  kSslClientSerial,
+  kSslClientFingerprint,
   kConnection,
   kConnectionRequests,
 };

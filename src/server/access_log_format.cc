@@ -66,6 +66,23 @@ std::string_view find_line(std::string_view lines, std::string_view name) {
   return {};
 }
 
+// $ssl_client_*: "" on a plain connection (logged as "-").
+std::string_view client_certificate_fact(const TlsSession* tls, LogVariable variable) {
+  if (tls == nullptr) return {};
+  switch (variable) {
+    case LogVariable::kSslClientVerify:
+      return tls->client_verify();
+    case LogVariable::kSslClientSDn:
+      return tls->client_subject_dn();
+    case LogVariable::kSslClientIDn:
+      return tls->client_issuer_dn();
+    case LogVariable::kSslClientSerial:
+      return tls->client_serial();
+    default:
+      return tls->client_fingerprint();
+  }
+}
+
 }  // namespace
 
 void AccessLogBuffer::log_custom(const Request& request, int status, uint64_t body_bytes,
@@ -202,6 +219,13 @@ void AccessLogBuffer::log_custom(const Request& request, int status, uint64_t bo
         break;
       case LogVariable::kTlsCipher:
         append_or_dash(out, context.tls_cipher, escape);
+        break;
+      case LogVariable::kSslClientVerify:
+      case LogVariable::kSslClientSDn:
+      case LogVariable::kSslClientIDn:
+      case LogVariable::kSslClientSerial:
+      case LogVariable::kSslClientFingerprint:
+        append_or_dash(out, client_certificate_fact(request.tls, piece.variable), escape);
         break;
       case LogVariable::kConnection:
         append_decimal(out, context.connection);

@@ -4,6 +4,7 @@
 #include "admin/handler.h"
 #include "admin/live_api.h"
 #include "admin/log_tail.h"
+#include "core/log.h"
 #include "core/strings.h"
 #include "handlers/ajp/ajp_handler.h"
 #include "handlers/application/async_call.h"
@@ -279,6 +280,18 @@ Selection RouteTable::select(Request& request) {
   SiteRuntime& site = site_for(request.host);
   selection.site = &site;
   selection.headers = site.config->headers.edits.get();
+  if (request.tls && tls_ &&
+      site.config->tls.verify_client != config::SiteTls::VerifyClient::kOff) {
+    std::string_view why;  // a server request's TlsSession is always a tls::Stream
+    const int status = tls_->check_client(*static_cast<const tls::Stream*>(request.tls),
+                                          static_cast<size_t>(&site - sites_.data()), &why);
+    if (status != 0) {
+      LOG_INFO("client certificate refused (%d): %.*s", status, static_cast<int>(why.size()),
+               why.data());
+      selection.status = status;
+      return selection;
+    }
+  }
   if (request.target == "*") {
     request.path = "*";
   } else if (!normalize_request_path(request)) {

@@ -83,6 +83,8 @@ struct Selection {
   //   204 OPTIONS * (about the server as a whole)
   //   404 no route matches the path            405 the route does not take this method
   //   401 the route's basic auth did not accept the request's credentials
+  //   400/421 the site's tls.verify_client refused the client's certificate (or its absence),
+  //           or the handshake was made for another site (tls::client_certificate_status)
   // (A method token the server has no name for is routed like any other: proxy and FastCGI
   // routes pass it on, static and return routes answer 405.)
   int status = 0;

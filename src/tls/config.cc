@@ -24,8 +24,9 @@ namespace {
 
 using config::Reader;
 
-const std::vector<std::string_view> kSiteTlsKeys = {"certificate", "key", "certificates",
-                                                    "ocsp_response", "hsts"};
+const std::vector<std::string_view> kSiteTlsKeys = {"certificate",   "key",         "certificates",
+                                                    "ocsp_response", "hsts",        "client_ca",
+                                                    "verify_client", "verify_depth"};
 const std::vector<std::string_view> kPairKeys = {"certificate", "key"};
 const std::vector<std::string_view> kHstsKeys = {"max_age", "include_subdomains", "preload"};
 const std::vector<std::string_view> kOptionKeys = {
@@ -208,6 +209,74 @@ void read_hsts(Reader& reader, const toml::node& node, std::string* out) {
   if (preload) out->append("; preload");
 }
 
+// The certificates of a CA bundle, or 0 when one is damaged (or there is none).
+int count_certificates(const std::string& pem) {
+  ERR_clear_error();
+  std::unique_ptr<BIO, BioFree> bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  int count = 0;
+  while (X509* next = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) {
+    X509_free(next);
+    ++count;
+  }
+  unsigned long last = ERR_peek_last_error();
+  ERR_clear_error();
+  if (last != 0 && ERR_GET_REASON(last) != PEM_R_NO_START_LINE) return 0;
+  return count;
+}
+
+// client_ca, verify_client and verify_depth: what the site asks of clients' certificates.
+void read_client_verification(Reader& reader, const toml::table& table, config::SiteTls* out) {
+  using Verify = config::SiteTls::VerifyClient;
+  const toml::node* mode = table.get("verify_client");
+  const toml::node* ca = table.get("client_ca");
+  std::string value;
+  if (mode) {
+    if (!reader.read_string(*mode, "site.tls.verify_client", &value, false)) return;
+    if (value == "off") {
+      out->verify_client = Verify::kOff;
+    } else if (value == "optional") {
+      out->verify_client = Verify::kOptional;
+    } else if (value == "on") {
+      out->verify_client = Verify::kOn;
+    } else if (value == "optional_no_ca") {
+      out->verify_client = Verify::kOptionalNoCa;
+    } else {
+      reader.error(mode->source(), "invalid verify_client \"" + value + "\"",
+                   "one of \"off\", \"optional\", \"on\", \"optional_no_ca\"");
+      return;
+    }
+  }
+  if (ca) {
+    std::string path;
+    if (!read_named_file(reader, *ca, "site.tls.client_ca", &path, &out->client_ca)) return;
+    if (count_certificates(out->client_ca) == 0) {
+      reader.error(ca->source(), "no certificate could be read from '" + path + "'",
+                   "client_ca is the PEM bundle of the CAs that sign clients' certificates");
+      out->client_ca.clear();
+      return;
+    }
+  }
+  if (const toml::node* depth = table.get("verify_depth")) {
+    int64_t value = 1;
+    if (reader.read_int(*depth, "site.tls.verify_depth", 1, 100, &value))
+      out->verify_depth = static_cast<int>(value);
+  }
+  const bool verifies =
+      out->verify_client == Verify::kOn || out->verify_client == Verify::kOptional;
+  if (verifies && !ca) {
+    reader.error(mode->source(), "verify_client = \"" + value + "\" without client_ca",
+                 "add client_ca = \"/etc/ssl/clients-ca.pem\" (the CAs to verify against), or "
+                 "use \"optional_no_ca\" to ask for a certificate without verifying it");
+  } else if (ca && out->verify_client == Verify::kOff) {
+    reader.warn(reader.pos_of(ca->source()), "client_ca has no effect while verify_client is off",
+                "add verify_client = \"on\" (or \"optional\")");
+  }
+  if (out->verify_client != Verify::kOff && out->certificates.empty())
+    reader.error((mode ? mode : ca)->source(),
+                 "client certificates asked for without a certificate",
+                 "client verification is part of the site's TLS: add certificate and key");
+}
+
 }  // namespace
 
 std::string check_certificate(const std::string& chain_pem, const std::string& key_pem,
@@ -310,6 +379,7 @@ void read_site_tls(Reader& reader, const toml::node& node, config::SiteTls* out)
                    "the response is stapled to the site's certificate: add certificate and key");
   }
   if (const toml::node* hsts = table->get("hsts")) read_hsts(reader, *hsts, &out->hsts);
+  read_client_verification(reader, *table, out);
 }
 
 void read_tls_options(Reader& reader, const toml::table& table, config::TlsOptions* out) {

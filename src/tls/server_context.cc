@@ -7,6 +7,7 @@
 #include <openssl/pem.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cstring>
 #include <ctime>
 
@@ -82,7 +83,78 @@ bool load_certificate(SSL_CTX* ctx, const config::TlsCertificate& certificate) {
   return ok;
 }
 
+// Accepts every chain: the handshake completes and the result stays in the session
+// (SSL_get_verify_result), so a request without a valid certificate gets a 400 and a log line
+// saying why, as nginx does, instead of a bare handshake alert.
+int accept_any_chain(int /*preverify_ok*/, X509_STORE_CTX* /*store*/) {
+  return 1;
+}
+
+// The trusted CAs into the context's store, and their names into the CertificateRequest.
+bool load_client_ca(SSL_CTX* ctx, const std::string& pem) {
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  if (!bio) return false;
+  STACK_OF(X509_NAME)* names = sk_X509_NAME_new_null();
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  bool ok = names != nullptr;
+  while (ok) {
+    X509* ca = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+    if (!ca) break;
+    X509_NAME* name = X509_NAME_dup(X509_get_subject_name(ca));
+    ok = X509_STORE_add_cert(store, ca) == 1 && name && sk_X509_NAME_push(names, name) > 0;
+    if (!ok) X509_NAME_free(name);
+    X509_free(ca);
+  }
+  BIO_free(bio);
+  ERR_clear_error();  // the end of the PEM data
+  if (ok) {
+    SSL_CTX_set_client_CA_list(ctx, names);  // takes the list
+  } else {
+    sk_X509_NAME_pop_free(names, X509_NAME_free);
+  }
+  return ok;
+}
+
+// A session resumes only in a context of the same id: a site verifying clients gets one of its
+// own, made of its CA bundle and settings, so a session verified for another site (or not
+// verified at all) never resumes into it, and a reload that changes the CAs ends resumption.
+void set_session_context(SSL_CTX* ctx, const config::SiteTls& tls) {
+  if (tls.verify_client == config::SiteTls::VerifyClient::kOff) {
+    SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
+    return;
+  }
+  std::string material = tls.client_ca;
+  material += static_cast<char>(tls.verify_client);
+  material += static_cast<char>(tls.verify_depth);
+  for (const config::TlsCertificate& certificate : tls.certificates)
+    material += certificate.chain_pem;
+  unsigned char digest[32];
+  unsigned int length = sizeof digest;
+  EVP_Digest(material.data(), material.size(), digest, &length, EVP_sha256(), nullptr);
+  SSL_CTX_set_session_id_context(ctx, digest, std::min<unsigned int>(length, 32));
+}
+
 }  // namespace
+
+std::string_view server_name_of(std::span<const unsigned char> extension) {
+  // ServerNameList: a 2-byte length, then entries of a type byte and a 2-byte-length name.
+  if (extension.size() < 5) return "";
+  const size_t list = size_t{extension[0]} << 8 | extension[1];
+  if (list + 2 != extension.size() || extension[2] != TLSEXT_NAMETYPE_host_name) return "";
+  const size_t length = size_t{extension[3]} << 8 | extension[4];
+  if (length == 0 || 5 + length > extension.size()) return "";
+  return {reinterpret_cast<const char*>(extension.data() + 5), length};
+}
+
+int client_certificate_status(config::SiteTls::VerifyClient mode, bool same_context, bool presented,
+                              bool verified) {
+  using Verify = config::SiteTls::VerifyClient;
+  if (mode == Verify::kOff) return 0;
+  if (!same_context) return 421;
+  if (mode == Verify::kOptionalNoCa) return 0;
+  if (!presented) return mode == Verify::kOn ? 400 : 0;
+  return verified ? 0 : 400;
+}
 
 std::string_view select_alpn(std::span<const unsigned char> client_list, bool offer_h2) {
   bool http11 = false;
@@ -196,7 +268,14 @@ SSL_CTX* ServerContexts::make_context(const config::Site* site, std::string* err
       return fail("certificate " + certificate.certificate_path);
   }
   if (SSL_CTX_check_private_key(ctx) != 1) return fail("key");
-  SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
+  set_session_context(ctx, site->tls);
+  if (site->tls.verify_client != config::SiteTls::VerifyClient::kOff) {
+    // Asked at the handshake, TLS 1.2 and 1.3 alike (no post-handshake authentication).
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, accept_any_chain);
+    SSL_CTX_set_verify_depth(ctx, site->tls.verify_depth);
+    if (!site->tls.client_ca.empty() && !load_client_ca(ctx, site->tls.client_ca))
+      return fail("client_ca");
+  }
   if (options.session_cache == 0) {
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
   } else {
@@ -205,6 +284,7 @@ SSL_CTX* ServerContexts::make_context(const config::Site* site, std::string* err
   }
   SSL_CTX_set_timeout(ctx, static_cast<long>(options.session_timeout.count() / 1000));
   SSL_CTX_set_app_data(ctx, this);
+  SSL_CTX_set_client_hello_cb(ctx, on_client_hello, this);
   SSL_CTX_set_tlsext_servername_callback(ctx, on_server_name);
   SSL_CTX_set_tlsext_servername_arg(ctx, this);
   SSL_CTX_set_alpn_select_cb(ctx, on_alpn, this);
@@ -216,6 +296,23 @@ SSL_CTX* ServerContexts::make_context(const config::Site* site, std::string* err
   return ctx;
 }
 
+int ServerContexts::check_client(const Stream& stream, size_t site, std::string_view* why) const {
+  const config::SiteTls& tls = config_->sites[site].tls;
+  if (tls.verify_client == config::SiteTls::VerifyClient::kOff) return 0;
+  const bool same_context =
+      site < site_context_.size() && site_context_[site] >= 0 &&
+      SSL_get_SSL_CTX(stream.ssl()) == contexts_[static_cast<size_t>(site_context_[site])];
+  const bool presented = SSL_get0_peer_certificate(stream.ssl()) != nullptr;
+  const int status = client_certificate_status(tls.verify_client, same_context, presented,
+                                               stream.client_verified());
+  if (status == 421) {
+    *why = "the TLS handshake was for another site (SNI); this one verifies client certificates";
+  } else if (status == 400) {
+    *why = presented ? stream.client_verify() : "no required client certificate was sent";
+  }
+  return status;
+}
+
 std::unique_ptr<Stream> ServerContexts::accept(int fd, bool offer_h2) const {
   std::unique_ptr<Stream> stream =
       Stream::make(contexts_[default_context_], fd, Stream::Role::kServer);
@@ -223,13 +320,32 @@ std::unique_ptr<Stream> ServerContexts::accept(int fd, bool offer_h2) const {
   return stream;
 }
 
+void ServerContexts::use_context(SSL* ssl, std::string_view server_name) const {
+  if (server_name.empty()) return;  // no SNI: the default certificate
+  size_t index = pick_context(*config_, site_context_, default_context_, server_name);
+  SSL_CTX* wanted = contexts_[index];
+  if (SSL_get_SSL_CTX(ssl) == wanted) return;
+  SSL_set_SSL_CTX(ssl, wanted);  // the certificates, the trusted CAs and the session id context
+  // The SSL copied its verify settings from the context it was made with: take the new one's.
+  SSL_set_verify(ssl, SSL_CTX_get_verify_mode(wanted), SSL_CTX_get_verify_callback(wanted));
+  SSL_set_verify_depth(ssl, SSL_CTX_get_verify_depth(wanted));
+}
+
+// The site's context is chosen here, before OpenSSL looks for a session to resume (TLS 1.2's
+// session ID or ticket, TLS 1.3's PSK), so that lookup compares the chosen site's session id
+// context: a session verified for one site never resumes into another's.
+int ServerContexts::on_client_hello(SSL* ssl, int* /*alert*/, void* arg) {
+  const unsigned char* extension = nullptr;
+  size_t length = 0;
+  if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &extension, &length) == 1)
+    static_cast<const ServerContexts*>(arg)->use_context(ssl, server_name_of({extension, length}));
+  return SSL_CLIENT_HELLO_SUCCESS;
+}
+
 int ServerContexts::on_server_name(SSL* ssl, int* /*alert*/, void* arg) {
-  auto* self = static_cast<ServerContexts*>(arg);
+  // Normally the client-hello callback chose already; this acknowledges the name.
   const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-  if (!name) return SSL_TLSEXT_ERR_OK;  // no SNI: the default certificate
-  size_t index = pick_context(*self->config_, self->site_context_, self->default_context_, name);
-  SSL_CTX* wanted = self->contexts_[index];
-  if (SSL_get_SSL_CTX(ssl) != wanted) SSL_set_SSL_CTX(ssl, wanted);
+  if (name) static_cast<const ServerContexts*>(arg)->use_context(ssl, name);
   return SSL_TLSEXT_ERR_OK;
 }
 

@@ -37,6 +37,19 @@ std::string_view select_alpn(std::span<const unsigned char> client_list, bool of
 size_t pick_context(const config::Config& config, const std::vector<int>& site_context,
                     size_t fallback, std::string_view server_name);
 
+// The host name of a ClientHello's server_name extension (its body, as
+// SSL_client_hello_get0_ext gives it); "" when it names none or is malformed (OpenSSL then
+// rejects it itself).
+std::string_view server_name_of(std::span<const unsigned char> extension);
+
+// Client certificates, per request, for the site Host chose (nginx's order: the handshake asks
+// with the SNI site's settings, the request is judged by its own site's): 0 serves it; 421 when
+// the site verifies clients but the handshake was made for another site's context (whose CA, or
+// lack of one, says nothing for this site); 400 under "on" without a verified certificate, and
+// under "optional" for a certificate that did not verify. "optional_no_ca" never refuses.
+int client_certificate_status(config::SiteTls::VerifyClient mode, bool same_context, bool presented,
+                              bool verified);
+
 // A session ticket key: 80 bytes, as in a ticket key file: the key's name (sent in the ticket),
 // the HMAC-SHA256 secret and the AES-256 key.
 struct TicketKey {
@@ -60,6 +73,10 @@ class ServerContexts {
   // ALPN "h2" is chosen when `offer_h2` and the client offers it.
   std::unique_ptr<Stream> accept(int fd, bool offer_h2) const;
 
+  // client_certificate_status for a request on `stream` to `site` (an index into the sites);
+  // *why gets the reason for a log line when it is not 0.
+  int check_client(const Stream& stream, size_t site, std::string_view* why) const;
+
   // The encryption key, then those that still decrypt (used by the ticket callback).
   std::span<const TicketKey> ticket_keys(int64_t now_seconds);
 
@@ -67,6 +84,8 @@ class ServerContexts {
   ServerContexts() = default;
   SSL_CTX* make_context(const config::Site* site, std::string* error);
   static int on_server_name(SSL* ssl, int* alert, void* arg);
+  static int on_client_hello(SSL* ssl, int* alert, void* arg);
+  void use_context(SSL* ssl, std::string_view server_name) const;
   static int on_alpn(SSL* ssl, const unsigned char** out, unsigned char* out_length,
                      const unsigned char* in, unsigned int in_length, void* arg);
   static int on_ticket(SSL* ssl, unsigned char* name, unsigned char* iv, EVP_CIPHER_CTX* cipher,

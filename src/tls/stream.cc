@@ -1,7 +1,9 @@
 #include "tls/stream.h"
 
 #include <openssl/bio.h>
+#include <openssl/bn.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
@@ -147,18 +149,72 @@ std::string Stream::session_id_hex() const {
 }
 
 std::string Stream::client_certificate_pem() const {
-  X509* certificate = SSL_get0_peer_certificate(ssl_);
-  if (certificate == nullptr) return {};
+  return client().pem;
+}
+
+bool Stream::client_verified() const {
+  return SSL_get0_peer_certificate(ssl_) != nullptr && SSL_get_verify_result(ssl_) == X509_V_OK;
+}
+
+namespace {
+
+std::string name_text(const X509_NAME* name) {
+  std::string text;
   BIO* memory = BIO_new(BIO_s_mem());
-  std::string pem;
-  if (memory != nullptr && PEM_write_bio_X509(memory, certificate) == 1) {
+  if (memory != nullptr && X509_NAME_print_ex(memory, name, 0, XN_FLAG_RFC2253) >= 0) {
     char* data = nullptr;
     long length = BIO_get_mem_data(memory, &data);
-    if (length > 0) pem.assign(data, static_cast<size_t>(length));
+    if (length > 0) text.assign(data, static_cast<size_t>(length));
+  }
+  BIO_free(memory);
+  return text;
+}
+
+}  // namespace
+
+const Stream::ClientFacts& Stream::client() const {
+  if (client_) return *client_;
+  client_ = std::make_unique<ClientFacts>();
+  ClientFacts& facts = *client_;
+  // Not a peer certificate until the handshake is over (a request cannot come before it).
+  X509* certificate = done_ ? SSL_get0_peer_certificate(ssl_) : nullptr;
+  if (certificate == nullptr) {
+    facts.verify = "NONE";
+    return facts;
+  }
+  // The verify callback accepts every chain (server_context.cc), so the result says why one
+  // failed while the handshake went on: the site's verify_client decides per request.
+  const long result = SSL_get_verify_result(ssl_);
+  facts.verify = result == X509_V_OK
+                     ? "SUCCESS"
+                     : std::string("FAILED:") + X509_verify_cert_error_string(result);
+  facts.subject = name_text(X509_get_subject_name(certificate));
+  facts.issuer = name_text(X509_get_issuer_name(certificate));
+  if (BIGNUM* serial = ASN1_INTEGER_to_BN(X509_get0_serialNumber(certificate), nullptr)) {
+    if (char* hex = BN_bn2hex(serial)) {
+      facts.serial = hex;
+      OPENSSL_free(hex);
+    }
+    BN_free(serial);
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (X509_digest(certificate, EVP_sha1(), digest, &length) == 1) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    for (unsigned int i = 0; i < length; ++i) {
+      facts.fingerprint.push_back(kDigits[digest[i] >> 4]);
+      facts.fingerprint.push_back(kDigits[digest[i] & 0x0F]);
+    }
+  }
+  BIO* memory = BIO_new(BIO_s_mem());
+  if (memory != nullptr && PEM_write_bio_X509(memory, certificate) == 1) {
+    char* data = nullptr;
+    long pem_length = BIO_get_mem_data(memory, &data);
+    if (pem_length > 0) facts.pem.assign(data, static_cast<size_t>(pem_length));
   }
   BIO_free(memory);
   ERR_clear_error();  // a failure here is this request's, not the next one's on the thread
-  return pem;
+  return facts;
 }
 
 bool Stream::kernel_send() const {

@@ -53,6 +53,12 @@ class Stream final : public TlsSession {
   int cipher_bits() const override;
   std::string session_id_hex() const override;
   std::string client_certificate_pem() const override;
+  std::string_view client_verify() const override { return client().verify; }
+  std::string_view client_subject_dn() const override { return client().subject; }
+  std::string_view client_issuer_dn() const override { return client().issuer; }
+  std::string_view client_serial() const override { return client().serial; }
+  std::string_view client_fingerprint() const override { return client().fingerprint; }
+  bool client_verified() const;  // a certificate was presented and verified
   bool resumed() const { return SSL_session_reused(ssl_) == 1; }
   // The kernel encrypts what this session sends (kTLS): SSL_sendfile can be used.
   bool kernel_send() const;
@@ -63,6 +69,13 @@ class Stream final : public TlsSession {
  private:
   explicit Stream(SSL* ssl) : ssl_(ssl) {}
   ssize_t fail_io(int result, const char* what);
+  // The client certificate's facts, made on first use after the handshake (most connections
+  // never ask, and those that do ask once per request: a log line, a back end's parameters).
+  struct ClientFacts {
+    std::string verify, subject, issuer, serial, fingerprint, pem;
+  };
+  const ClientFacts& client() const;
+  mutable std::unique_ptr<ClientFacts> client_;
 
   SSL* ssl_;
   bool done_ = false;

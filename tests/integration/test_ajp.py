@@ -219,6 +219,41 @@ class TestAjpBasics(TomcatCase):
             self.assertEqual(info["tls.client_certificates"], "null")  # none was asked for
         del root
 
+    def test_client_certificate_reaches_the_servlet(self):
+        # As mod_jk passes it (AJP attribute SSL_CERT): the certificate the site verified
+        # (tls.verify_client, docs/tls.md) becomes jakarta.servlet.request.X509Certificate.
+        from test_tls import TestCA
+        from test_tls_client_cert import client_cert
+        ca = TestCA(self.tmp)
+        chain, key = ca.leaf("localhost", ["localhost", "127.0.0.1"])
+        alice = client_cert(ca, "alice")
+        root = self.make_root({"index.html": "x"})
+        target = f"ajp://127.0.0.1:{self.tomcats['node1'].ajp_port}"
+        config = make_config(root, routes=self.ajp_route(target), site=(
+            f"tls = {{ certificate = {q(chain)}, key = {q(key)}, verify_client = \"optional\", "
+            f"client_ca = {q(ca.ca_pem)} }}\n"))
+        srv = self.start_config(config.replace(
+            'listen = ["127.0.0.1:0"]', 'listen = [{ address = "127.0.0.1:0", tls = true }]', 1))
+        for cert, subject in ((alice, "CN=alice,O=Peregrine Tests"), (None, "null")):
+            context = ssl.create_default_context(cafile=ca.ca_pem)
+            if cert:
+                context.load_cert_chain(*cert)
+            c = http.client.HTTPSConnection("localhost", srv.port, timeout=30, context=context)
+            c.request("GET", "/info.jsp")
+            r = c.getresponse()
+            info = parse_info(r.read())
+            c.close()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(info["tls.client_certificates"], "1" if cert else "null")
+            self.assertEqual(info["tls.client_subject"], subject)
+        # HTTP/2 takes the same path.
+        out = subprocess.run(["curl", "-sS", "--http2", "--cacert", ca.ca_pem, "--cert", alice[0],
+                              "--key", alice[1], f"https://localhost:{srv.port}/info.jsp"],
+                             capture_output=True, timeout=60)
+        info = parse_info(out.stdout)
+        self.assertEqual((info["protocol"], info["tls.client_subject"]),
+                         ("HTTP/2.0", "CN=alice,O=Peregrine Tests"), out.stderr)
+
     def test_ssl_attributes_over_http2(self):
         srv = self.start_argv([PEREGRINE_BIN, "--listen", "127.0.0.1:0", "--workers", "1",
                                "--access-log", "off", "--tls-self-signed", "--ajp",

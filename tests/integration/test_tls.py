@@ -364,15 +364,21 @@ class TestHttpOverTls(TlsTestCase):
         self.assertEqual(headers["Location"], "https://example.com/a/b%20c?x=1&y=2")
 
 
+def start_env_php(case):
+    """A root holding php/env.php (which prints $_SERVER as JSON) and a php-fpm for it."""
+    if not phpfpm.available():
+        harness.require_tool("php-fpm8.2", "php8.2-fpm", path=phpfpm.PHP_FPM_BIN)
+    root = case.make_root({})
+    shutil.copy(os.path.join(harness.HERE, "php", "env.php"), root)
+    fpm = phpfpm.PhpFpm(os.path.join(case.tmp, "fpm"), children=2)
+    case.addCleanup(fpm.stop)
+    fpm.start()
+    return root, fpm
+
+
 class TestFastcgiOverTls(TlsTestCase):
     def test_php_sees_https_on_and_the_tls_port(self):
-        if not phpfpm.available():
-            harness.require_tool("php-fpm8.2", "php8.2-fpm", path=phpfpm.PHP_FPM_BIN)
-        root = self.make_root({})
-        shutil.copy(os.path.join(harness.HERE, "php", "env.php"), root)
-        fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm"), children=2)
-        self.addCleanup(fpm.stop)
-        fpm.start()
+        root, fpm = start_env_php(self)
         routes = (f'[[site.route]]\nextension = "php"\nfastcgi = {q(fpm.address)}\n'
                   '[[site.route]]\nprefix = "/"\n')
         srv = self.start_config(tls_config(

@@ -256,6 +256,17 @@ void FastcgiExchange::encode_request_head() {
   // CGI's way to say TLS: PHP's $_SERVER['HTTPS'] (WordPress's is_ssl()) and REQUEST_SCHEME.
   params.add("REQUEST_SCHEME", r.secure ? "https" : "http");
   if (r.secure) params.add("HTTPS", "on");
+  std::string certificate;  // outlives params.write below
+  if (r.tls != nullptr) {   // mod_ssl's names (PHP's $_SERVER['SSL_CLIENT_VERIFY'] ...)
+    params.add("SSL_CLIENT_VERIFY", r.tls->client_verify());
+    certificate = r.tls->client_certificate_pem();
+    if (!certificate.empty()) {  // the views below live as long as the connection
+      params.add("SSL_CLIENT_S_DN", r.tls->client_subject_dn());
+      params.add("SSL_CLIENT_I_DN", r.tls->client_issuer_dn());
+      params.add("SSL_CLIENT_M_SERIAL", r.tls->client_serial());
+      params.add("SSL_CLIENT_CERT", certificate);
+    }
+  }
   for (const Header& h : r.header_list()) {
     // CONTENT_TYPE/LENGTH are passed above; "Proxy" would become HTTP_PROXY, which CGI
     // programs take for their outgoing proxy (httpoxy).

@@ -22,6 +22,8 @@
   Object certificates = request.getAttribute("jakarta.servlet.request.X509Certificate");
   out.println("tls.client_certificates=" +
       (certificates == null ? "null" : String.valueOf(((Object[]) certificates).length)));
+  out.println("tls.client_subject=" + (certificates == null ? "null" :
+      ((java.security.cert.X509Certificate) ((Object[]) certificates)[0]).getSubjectX500Principal().getName()));
   java.util.Enumeration<String> names = request.getHeaderNames();
   while (names.hasMoreElements()) {
     String name = names.nextElement();

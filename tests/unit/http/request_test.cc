@@ -12,6 +12,11 @@ struct NoTls final : TlsSession {
   int cipher_bits() const override { return 0; }
   std::string session_id_hex() const override { return {}; }
   std::string client_certificate_pem() const override { return {}; }
+  std::string_view client_verify() const override { return "NONE"; }
+  std::string_view client_subject_dn() const override { return {}; }
+  std::string_view client_issuer_dn() const override { return {}; }
+  std::string_view client_serial() const override { return {}; }
+  std::string_view client_fingerprint() const override { return {}; }
 };
 
 TEST(RequestAssign, CopiesEveryField) {

@@ -70,6 +70,36 @@ TEST(PickContext, ExactThenWildcardElseFallback) {
   EXPECT_EQ(pick_context(config, site_context, 1, ""), 1u);
 }
 
+TEST(ServerNameOf, TheHostNameOfTheExtension) {
+  const std::vector<unsigned char> good = {0, 9, 0, 0, 6, 'a', '.', 't', 'e', 's', 't'};
+  EXPECT_EQ(server_name_of(good), "a.test");
+  std::vector<unsigned char> bad = good;
+  bad[1] = 10;  // the list length disagrees with the extension's
+  EXPECT_EQ(server_name_of(bad), "");
+  bad = good;
+  bad[2] = 1;  // not a host name
+  EXPECT_EQ(server_name_of(bad), "");
+  bad = good;
+  bad[4] = 7;  // the name runs past the end
+  EXPECT_EQ(server_name_of(bad), "");
+  EXPECT_EQ(server_name_of({}), "");
+}
+
+TEST(ClientCertificateStatus, AsNginxAnswers) {
+  using V = config::SiteTls::VerifyClient;
+  // mode, same context, presented, verified
+  EXPECT_EQ(client_certificate_status(V::kOff, false, false, false), 0);
+  EXPECT_EQ(client_certificate_status(V::kOn, true, true, true), 0);
+  EXPECT_EQ(client_certificate_status(V::kOn, true, false, false), 400);
+  EXPECT_EQ(client_certificate_status(V::kOn, true, true, false), 400);
+  EXPECT_EQ(client_certificate_status(V::kOn, false, true, true), 421);
+  EXPECT_EQ(client_certificate_status(V::kOptional, true, false, false), 0);
+  EXPECT_EQ(client_certificate_status(V::kOptional, true, true, false), 400);
+  EXPECT_EQ(client_certificate_status(V::kOptional, false, false, false), 421);
+  EXPECT_EQ(client_certificate_status(V::kOptionalNoCa, true, true, false), 0);
+  EXPECT_EQ(client_certificate_status(V::kOptionalNoCa, false, true, false), 421);
+}
+
 TEST(TicketKey, EightyBytesSplitIntoNameHmacAndAes) {
   std::string bytes(80, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i);
