@@ -407,11 +407,15 @@ class TestProxy(CompressionCase):
 
     def test_a_thousand_concurrent_compressed_streams_stay_within_bounds(self):
         # 1,000 clients each start a 4 MB download and read only its first bytes: every stream
-        # holds its encoder while the server waits for the client. The server's RSS growth per
-        # stream must stay under the bound stated in docs/compression.md for each coding
-        # (measured: gzip ~50, zstd ~110-130, br ~120-340 KB; socket buffers and the upstream
-        # side included).
-        bounds_kb = {"gzip": 400, "zstd": 400, "br": 600}
+        # holds its encoder while the server waits for the client. The back end's pattern
+        # compresses so well that a stalled client's output never reaches the high-water mark:
+        # each encoder keeps taking input, as fast as this one python back end feeds a thousand
+        # streams, and touches more of its tables the further it gets. So the growth per stream
+        # is bounded by what one encoder allocates at most (docs/compression.md: gzip 262 KB,
+        # zstd 0.85 MB, brotli 2.9 MB) plus buffers, not by a figure that depends on the back
+        # end's speed (measured here: gzip ~50, zstd ~40-130, br 120-240 KB on a loaded
+        # machine; brotli reached 681 KB in a CI run where the back end ran faster).
+        bounds_kb = {"gzip": 400, "zstd": 1000, "br": 3200}
         n = 1000
 
         for coding in CODINGS:
