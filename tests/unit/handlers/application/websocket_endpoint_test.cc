@@ -239,6 +239,7 @@ TEST_F(WebSocketDeflateEndpointTest, NegotiatedByDefaultAndUsedBothWays) {
   downstream_.sent.clear();
   exchange->on_body(masked(websocket::Opcode::kText, std::string(1023, 'b')), false);
   EXPECT_EQ(static_cast<uint8_t>(downstream_.sent[0]), 0x81);
+  exchange->on_abort();  // the client goes: the connection's state is freed
 }
 
 TEST_F(WebSocketDeflateEndpointTest, OffMeansNoExtensionAndRsv1Fails) {
@@ -278,10 +279,12 @@ TEST_F(WebSocketDeflateEndpointTest, BroadcastEncodesOncePerKindOfConnection) {
                                           plain_head, small_window_head};
   std::vector<Request> requests(heads.size());
   std::vector<RecordingDownstream> downstreams(heads.size());
+  std::vector<handlers::Exchange*> exchanges;
   for (size_t i = 0; i < heads.size(); ++i) {
     http1::RequestParser parser;
     ASSERT_EQ(parser.parse(heads[i], requests[i]).status, http1::ParseStatus::kDone);
-    ASSERT_NE(endpoint_->start(requests[i], downstreams[i]), nullptr);
+    exchanges.push_back(endpoint_->start(requests[i], downstreams[i]));
+    ASSERT_NE(exchanges.back(), nullptr);
   }
   ASSERT_EQ(keeper->sockets.size(), 4u);
   const std::string text(3000, 'z');
@@ -300,6 +303,7 @@ TEST_F(WebSocketDeflateEndpointTest, BroadcastEncodesOncePerKindOfConnection) {
               (std::vector<websocket::Event>{{websocket::Event::Type::kText, 0, text}}))
         << i;
   keeper->sockets.clear();
+  for (handlers::Exchange* exchange : exchanges) exchange->on_abort();
 }
 
 TEST_F(WebSocketDeflateEndpointTest, BroadcastWithContextTakeoverUsesEachConnectionsWindow) {
@@ -308,7 +312,8 @@ TEST_F(WebSocketDeflateEndpointTest, BroadcastWithContextTakeoverUsesEachConnect
   options.permessage_deflate.server_context_takeover = true;
   options.permessage_deflate.min_compress_bytes = 10;
   endpoint_ = std::make_unique<application::WebSocketEndpoint>("test", keeper, options, &draining_);
-  ASSERT_NE(endpoint_->start(request_, downstream_), nullptr);
+  handlers::Exchange* exchange = endpoint_->start(request_, downstream_);
+  ASSERT_NE(exchange, nullptr);
   ASSERT_EQ(keeper->sockets.size(), 1u);
   // Each connection compresses with its own window: the second broadcast of the same text refers
   // to the first and is much smaller.
@@ -327,6 +332,7 @@ TEST_F(WebSocketDeflateEndpointTest, BroadcastWithContextTakeoverUsesEachConnect
             (std::vector<websocket::Event>{{websocket::Event::Type::kText, 0, text},
                                            {websocket::Event::Type::kText, 0, text}}));
   keeper->sockets.clear();
+  exchange->on_abort();
 }
 
 }  // namespace
