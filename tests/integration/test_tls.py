@@ -183,6 +183,20 @@ class TestHandshake(TlsTestCase):
         self.assertEqual(out.stdout, b"hello over tls\n")
         self.assertIn(b"ALPN: server accepted http/1.1", out.stderr)
 
+    def test_tls13_suite_is_the_servers_choice_aes128_first(self):
+        # python's ssl offers OpenSSL's client order, AES-256 first; the server's order wins.
+        def negotiated(port):
+            ctx = ssl.create_default_context()
+            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+                with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+                    return s.version(), s.cipher()[0]
+
+        srv, _ = self.start_tls()
+        self.assertEqual(negotiated(srv.port), ("TLSv1.3", "TLS_AES_128_GCM_SHA256"))
+        chosen, _ = self.start_tls(top='[tls]\nciphersuites = "TLS_AES_256_GCM_SHA384"\n')
+        self.assertEqual(negotiated(chosen.port), ("TLSv1.3", "TLS_AES_256_GCM_SHA384"))
+
     def test_alpn_prefers_h2_unless_the_listener_turns_http2_off(self):
         srv, _ = self.start_tls()
         self.assertIn("ALPN protocol: h2", self.s_client(srv.port, "-alpn", "http/1.1,h2"))
