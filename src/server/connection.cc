@@ -350,8 +350,9 @@ void Connection::on_readable() {
       end_ += static_cast<uint32_t>(n);
       process();
       // A short read drains a plain socket (edge-triggered). Not a TLS one: a read returns one
-      // record, and records decrypted inside OpenSSL raise no edge: read on until EAGAIN.
-      if (static_cast<size_t>(n) < space && !hangup_seen_ && !tls_) break;
+      // record, and records decrypted inside OpenSSL raise no edge; the stream knows when
+      // neither the kernel nor OpenSSL holds more (else read on until EAGAIN).
+      if (!hangup_seen_ && (tls_ ? tls_->drained() : static_cast<size_t>(n) < space)) break;
       continue;
     }
     if (n == 0) {

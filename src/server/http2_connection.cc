@@ -539,6 +539,10 @@ void Http2Connection::start(std::string_view already_read) {
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, Http2Limits::kStreamWindow},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, limits.max_header_bytes},
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+      // RFC 9113 deprecates the priority tree: with this nghttp2 keeps no tree and no closed
+      // streams for it (~330 instructions less per request, callgrind); PRIORITY frames are
+      // still accepted and ignored.
+      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   };
   nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
   nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
@@ -614,8 +618,8 @@ void Http2Connection::on_readable() {
         break;
       }
       // A short plain read means the socket is drained (edge-triggered); a short TLS read does
-      // not (records may wait in the kernel or inside OpenSSL): read on until EAGAIN.
-      if (!tls_ && static_cast<size_t>(n) < capacity && !hangup_seen_) break;
+      // not (records may wait in the kernel or inside OpenSSL): the stream says when it is.
+      if (!hangup_seen_ && (tls_ ? tls_->drained() : static_cast<size_t>(n) < capacity)) break;
       continue;
     }
     if (n == 0) {

@@ -37,6 +37,11 @@ class Stream final : public TlsSession {
   bool handshake_done() const { return done_; }
 
   ssize_t read(char* buffer, size_t length);
+  // After a read that returned bytes: nothing is left to read now, neither in the kernel (the
+  // last socket read OpenSSL made returned less than it asked for) nor inside OpenSSL. A reader
+  // on an edge-triggered socket may stop here, as after a short plain read, and skip the read
+  // that would only say EAGAIN (one system call per request on keep-alive connections).
+  bool drained() const { return socket_drained_ && SSL_has_pending(ssl_) == 0; }
   ssize_t write(const char* bytes, size_t length);
   // Only when kernel_send(): `length` bytes of the file `file_fd` from `offset`, encrypted by the
   // kernel (SSL_sendfile), with write()'s contract.
@@ -77,7 +82,14 @@ class Stream final : public TlsSession {
   const ClientFacts& client() const;
   mutable std::unique_ptr<ClientFacts> client_;
 
+  // The socket BIO every stream reads and writes through (see stream.cc); its read keeps
+  // socket_drained_.
+  static BIO_METHOD* socket_method();
+  static int read_noting_drain(BIO* bio, char* out, size_t size, size_t* got);
+  static inline int (*plain_read)(BIO*, char*, int) = nullptr;
+
   SSL* ssl_;
+  bool socket_drained_ = false;
   bool done_ = false;
   bool shut_ = false;
   bool broken_ = false;  // a fatal error: no close_notify
