@@ -1,5 +1,7 @@
 #include "http2/headers.h"
 
+#include <cstring>
+
 #include "core/strings.h"
 
 namespace peregrine::http2 {
@@ -191,10 +193,14 @@ void ResponseFields::add(std::string_view name, std::string_view value) {
   Field f;
   f.name_at = static_cast<uint32_t>(storage_.size());
   f.name_length = static_cast<uint32_t>(name.size());
-  for (char c : name) storage_.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c);
-  f.value_at = static_cast<uint32_t>(storage_.size());
+  f.value_at = f.name_at + f.name_length;
   f.value_length = static_cast<uint32_t>(value.size());
-  storage_.append(value);
+  // One resize and plain stores: a push_back per character was half of building a response's
+  // fields (~1.6k instructions per response, callgrind).
+  storage_.resize(f.value_at + f.value_length);
+  char* out = storage_.data() + f.name_at;
+  for (char c : name) *out++ = (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c;
+  std::memcpy(out, value.data(), value.size());
   fields_.push_back(f);
 }
 

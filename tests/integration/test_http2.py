@@ -223,6 +223,7 @@ class TestFrames(Http2TestCase):
         self.assertEqual(first.settings[SettingsFrame.MAX_CONCURRENT_STREAMS], 128)
         self.assertEqual(first.settings[SettingsFrame.MAX_HEADER_LIST_SIZE], 4096)
         self.assertEqual(first.settings[SettingsFrame.ENABLE_PUSH], 0)
+        self.assertEqual(first.settings[0x9], 1, "SETTINGS_NO_RFC7540_PRIORITIES (RFC 9218)")
         ack = c.until(lambda f: isinstance(f, SettingsFrame) and "ACK" in f.flags)
         self.assertIsNotNone(ack, "our SETTINGS are acknowledged")
         c.send(PingFrame(0, opaque_data=b"12345678"))

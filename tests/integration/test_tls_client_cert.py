@@ -166,8 +166,9 @@ class TestVerifyOn(ClientCertCase):
         srv = self.start("on")
         status, _ = self.get(srv.port)
         self.assertEqual(status, 400)
-        self.assertIn("client certificate refused (400): no required client certificate was sent",
-                      srv.stderr())
+        # The error log line is written by the worker after the response: wait for it.
+        self.wait_for(lambda: "client certificate refused (400): no required client certificate "
+                      "was sent" in srv.stderr(), msg="the refusal's log line")
         self.assertEqual(self.log_lines(srv, 1)[0],
                          {"verify": "NONE", "s_dn": "-", "i_dn": "-", "serial": "-", "fp": "-",
                           "status": 400, "proto": "HTTP/1.1"})
@@ -178,7 +179,8 @@ class TestVerifyOn(ClientCertCase):
         line = self.log_lines(srv, 1)[0]
         self.assertEqual(line["verify"], "FAILED:unable to verify the first certificate")
         self.assertEqual(line["s_dn"], "CN=mallory,O=Peregrine Tests")
-        self.assertIn("client certificate refused (400): FAILED:", srv.stderr())
+        self.wait_for(lambda: "client certificate refused (400): FAILED:" in srv.stderr(),
+                      msg="the refusal's log line")
 
     def test_expired_certificate_is_400(self):
         srv = self.start("on")
@@ -217,7 +219,8 @@ class TestVerifyOn(ClientCertCase):
         with context.wrap_socket(raw, server_hostname="localhost") as sock:
             sock.sendall(b"GET / HTTP/1.1\r\nHost: b.test\r\nConnection: close\r\n\r\n")
             self.assertIn(b" 421 ", sock.recv(4096).split(b"\r\n")[0] + b" ")
-        self.assertIn("client certificate refused (421)", srv.stderr())
+        self.wait_for(lambda: "client certificate refused (421)" in srv.stderr(),
+                      msg="the refusal's log line")
         # Its own SNI, its own CA: mallory is welcome there, alice is not.
         self.assertEqual(self.get(srv.port, self.mallory, host="b.test")[0], 200)
         self.assertEqual(self.get(srv.port, self.alice, host="b.test")[0], 400)
