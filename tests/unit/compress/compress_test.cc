@@ -213,6 +213,16 @@ TEST(CompressStream, EventStreamsAreFlushedAtEveryWrite) {
   EXPECT_EQ(test_support::gunzip(client.body), expected);
 }
 
+// The decorator of a streamed response of `type` and unknown length, its head sent.
+handlers::Downstream& streaming(StreamSlot& slot, RecordingDownstream& client, const Request& req,
+                                const Options& options, const char* type) {
+  handlers::Downstream& d = slot.wrap(client, req, options);
+  Response head;
+  head.add_header("Content-Type", type);
+  EXPECT_TRUE(d.send_head(head, -1));
+  return d;
+}
+
 // Input that compresses to almost nothing never fills the client's queue; the decorator looks at
 // it every kInputWindow bytes of input and stops the upstream while the client holds output.
 TEST(CompressStream, PausesEveryInputWindowWhileTheClientHoldsOutput) {
@@ -224,10 +234,7 @@ TEST(CompressStream, PausesEveryInputWindowWhileTheClientHoldsOutput) {
     RecordingDownstream client;
     StreamSlot slot;
     const Options options = on();
-    handlers::Downstream& d = slot.wrap(client, req, options);
-    Response head;
-    head.add_header("Content-Type", "text/plain");
-    ASSERT_TRUE(d.send_head(head, -1));
+    handlers::Downstream& d = streaming(slot, client, req, options, "text/plain");
     std::string sent;
     // A client that takes everything: never paused, looked at once per window.
     for (size_t i = 0; i < 3 * kPiecesPerWindow; ++i) {
@@ -262,10 +269,7 @@ TEST(CompressStream, AHeldEventStreamStillFlushesEachEvent) {
   client.queued = true;
   StreamSlot slot;
   const Options options = on();
-  handlers::Downstream& d = slot.wrap(client, req, options);
-  Response head;
-  head.add_header("Content-Type", "text/event-stream");
-  ASSERT_TRUE(d.send_head(head, -1));
+  handlers::Downstream& d = streaming(slot, client, req, options, "text/event-stream");
   const std::string event = "data: " + std::string(40000, 'e') + "\n\n";
   std::string expected;
   for (int i = 0; i < 2; ++i) {
