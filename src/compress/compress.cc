@@ -134,8 +134,19 @@ handlers::Downstream::Sent CompressingDownstream::send_body(std::string_view byt
     encoder_.reset();
     return Sent::kMore;
   }
-  if (out_.empty()) return Sent::kMore;
-  return client_.send_body(out_);
+  const Sent sent = out_.empty() ? Sent::kMore : client_.send_body(out_);
+  input_since_look_ += bytes.size();
+  if (sent != Sent::kMore) {
+    input_since_look_ = 0;  // paused (the client's queue is full) or gone
+    return sent;
+  }
+  // Compressed output can be a thousandth of the input: it would take megabytes of input before
+  // the client's queue filled and said kFull, while the encoder grows. So every kInputWindow
+  // bytes of input, a client that has not yet written out what it was given stops the upstream
+  // too, until it has (on_writable()). What the kernel's socket buffers took is out of sight.
+  if (input_since_look_ < kInputWindow) return Sent::kMore;
+  input_since_look_ = 0;
+  return client_.hold_if_queued();
 }
 
 void CompressingDownstream::finish() {

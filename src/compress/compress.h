@@ -41,10 +41,15 @@ class CompressingDownstream final : public handlers::Downstream,
                         const Options& options);
   ~CompressingDownstream();
 
+  // Uncompressed bytes a stream takes in between two looks at the client's queue: past them, a
+  // client that still holds output makes send_body() say kFull (see send_body()).
+  static constexpr size_t kInputWindow = 64 * 1024;
+
   void resume_body() override { client_.resume_body(); }
   void respond(Response& response) override;
   bool send_head(Response& head, int64_t content_length) override;
   Sent send_body(std::string_view bytes) override;
+  Sent hold_if_queued() override { return client_.hold_if_queued(); }
   void finish() override;
   void fail(int status) override { client_.fail(status); }
   bool head_sent() const override { return client_.head_sent(); }
@@ -56,6 +61,7 @@ class CompressingDownstream final : public handlers::Downstream,
   std::unique_ptr<Encoder> encoder_;  // set while a body is being compressed
   bool flush_each_write_ = false;
   bool failed_ = false;
+  size_t input_since_look_ = 0;  // uncompressed bytes taken since the last look at the queue
   std::string out_;
 };
 

@@ -33,17 +33,13 @@ class BlockCache {
         return p;
       }
     }
-    auto* header = static_cast<size_t*>(std::malloc(size + kHeader));
-    if (!header) return nullptr;
-    *header = size;
-    return reinterpret_cast<char*>(header) + kHeader;
+    return allocate_uncached(size);
   }
   void release(void* p) {
     if (!p) return;
-    char* start = static_cast<char*>(p) - kHeader;
-    const size_t size = *reinterpret_cast<size_t*>(start);
+    const size_t size = *reinterpret_cast<size_t*>(static_cast<char*>(p) - kHeader);
     if (kept_ + size > kKeepBytes || blocks_.size() >= 256) {
-      std::free(start);
+      release_uncached(p);
       return;
     }
     blocks_.push_back({size, p});
@@ -51,6 +47,23 @@ class BlockCache {
   }
   ~BlockCache() {
     for (const Block& b : blocks_) std::free(static_cast<char*>(b.block) - kHeader);
+    gone() = true;
+  }
+  // True once the thread's cache is destroyed: an encoder freed later, by another thread_local's
+  // destructor (a spare HTTP/2 stream still holding its decorator), frees straight to the heap.
+  // A bool has no destructor, so it stays readable until the thread ends.
+  static bool& gone() {
+    thread_local bool destroyed = false;
+    return destroyed;
+  }
+  static void* allocate_uncached(size_t size) {
+    auto* header = static_cast<size_t*>(std::malloc(size + kHeader));
+    if (!header) return nullptr;
+    *header = size;
+    return reinterpret_cast<char*>(header) + kHeader;
+  }
+  static void release_uncached(void* p) {
+    if (p) std::free(static_cast<char*>(p) - kHeader);
   }
 
  private:
@@ -69,9 +82,11 @@ BlockCache& block_cache() {
 }
 
 void* cached_alloc(void*, size_t size) {
+  if (BlockCache::gone()) return BlockCache::allocate_uncached(size);
   return block_cache().allocate(size);
 }
 void cached_free(void*, void* p) {
+  if (BlockCache::gone()) return BlockCache::release_uncached(p);
   block_cache().release(p);
 }
 voidpf zlib_alloc(voidpf, uInt items, uInt size) {
@@ -261,6 +276,15 @@ struct Pool {
   // The block cache must outlive the pooled encoders that free into it at thread exit:
   // thread_locals are destroyed in reverse order of construction, so build it first.
   Pool() { block_cache(); }
+  ~Pool() {
+    idle.clear();
+    gone() = true;
+  }
+  // As BlockCache::gone(): an encoder recycled after the pool is destroyed is dropped.
+  static bool& gone() {
+    thread_local bool destroyed = false;
+    return destroyed;
+  }
   std::vector<std::unique_ptr<Encoder>> idle;
 };
 
@@ -337,7 +361,7 @@ std::unique_ptr<Encoder> acquire_encoder(Coding coding, int level, int64_t size_
 }
 
 void recycle_encoder(std::unique_ptr<Encoder> encoder) {
-  if (!encoder) return;
+  if (!encoder || Pool::gone()) return;
   auto& idle = pool().idle;
   if (!encoder->unknown_length() || idle.size() >= Pool::kKeep ||
       encoder->coding() == Coding::kBrotli || !encoder->reset())

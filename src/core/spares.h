@@ -31,7 +31,7 @@ template <class T>
 class RecycledAllocation {
  public:
   static void* operator new(size_t size) {
-    if (!kRecycleAllocations) return ::operator new(size);
+    if (!kRecycleAllocations || list_gone()) return ::operator new(size);
     std::vector<void*>& blocks = free_list().blocks;
     if (size != sizeof(T) || blocks.empty()) return ::operator new(size);
     void* p = blocks.back();
@@ -39,7 +39,7 @@ class RecycledAllocation {
     return p;
   }
   static void operator delete(void* p, size_t size) {
-    if (!kRecycleAllocations) {
+    if (!kRecycleAllocations || list_gone()) {
       ::operator delete(p);
       return;
     }
@@ -57,8 +57,16 @@ class RecycledAllocation {
     std::vector<void*> blocks;
     ~FreeList() {
       for (void* p : blocks) ::operator delete(p);
+      list_gone() = true;
     }
   };
+  // True once the thread's list is destroyed: another thread_local destroyed later (a spare
+  // HTTP/2 stream holding a compressing decorator) may still delete a T, which then goes
+  // straight to the heap. A bool has no destructor, so it stays readable until the thread ends.
+  static bool& list_gone() {
+    thread_local bool gone = false;
+    return gone;
+  }
   static FreeList& free_list() {
     thread_local FreeList list;
     return list;

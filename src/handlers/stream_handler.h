@@ -52,6 +52,12 @@ class Downstream {
     kGone,  // the client is gone: end the exchange without another Downstream call
   };
   virtual Sent send_body(std::string_view bytes) = 0;
+  // Does the client still hold bytes of this response it has not written out (queued in the
+  // connection; on HTTP/2, 16 KiB or more waiting for the stream's window)? kFull: yes, and
+  // on_writable() follows once they are out, as after a send_body() that said kFull; kMore: no;
+  // kGone: as for send_body(). A decorator whose output is much smaller than its input (the
+  // compressing one) asks this to pace its input: its output alone rarely reaches kFull.
+  virtual Sent hold_if_queued() { return Sent::kMore; }
   // The body is complete (for chunked: writes the last chunk). Ends the exchange.
   virtual void finish() = 0;
 

@@ -1157,6 +1157,13 @@ Downstream::Sent Connection::send_body(std::string_view bytes) {
   return write_for_exchange() ? Sent::kMore : Sent::kGone;
 }
 
+Downstream::Sent Connection::hold_if_queued() {
+  if (state_ != State::kExchange || !flight()) return Sent::kGone;
+  if (!pending_) return Sent::kMore;  // everything went to the socket
+  flight_->notify_writable = true;    // on_exchange_ready() calls on_writable() once it is out
+  return Sent::kFull;
+}
+
 void Connection::finish() {
   if (state_ != State::kExchange || !flight()) return;
   InFlight& f = *flight_;

@@ -62,6 +62,7 @@ class Connection final : public event::Pollable,
   void respond(Response& response) override;
   bool send_head(Response& head, int64_t content_length) override;
   handlers::Downstream::Sent send_body(std::string_view bytes) override;
+  handlers::Downstream::Sent hold_if_queued() override;
   void finish() override;
   void fail(int status) override;
   bool head_sent() const override;

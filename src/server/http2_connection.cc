@@ -56,6 +56,7 @@ class Http2Stream final : public Downstream, public event::TimerOwner {
   void respond(Response& response) override;
   bool send_head(Response& head, int64_t content_length) override;
   Sent send_body(std::string_view bytes) override;
+  Sent hold_if_queued() override;
   void finish() override;
   void fail(int status) override;
   bool head_sent() const override { return head_sent_; }
@@ -1312,6 +1313,14 @@ Downstream::Sent Http2Stream::send_body(std::string_view bytes) {
     return Sent::kFull;
   }
   return Sent::kMore;
+}
+
+Downstream::Sent Http2Stream::hold_if_queued() {
+  if (!conn) return Sent::kGone;
+  // read_body() wakes a stream when it drops below kLowWater: below it already, go on.
+  if (queued_ < kLowWater) return Sent::kMore;
+  notify_writable = true;
+  return Sent::kFull;
 }
 
 void Http2Stream::finish() {

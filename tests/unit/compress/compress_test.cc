@@ -153,12 +153,17 @@ class RecordingDownstream final : public handlers::Downstream {
     ++writes;
     return Sent::kMore;
   }
+  Sent hold_if_queued() override {
+    ++looks;
+    return queued ? Sent::kFull : Sent::kMore;
+  }
   void finish() override { finished = true; }
   void fail(int status) override { failed = status; }
   bool head_sent() const override { return false; }
 
   bool responded = false, finished = false;
-  int failed = 0, writes = 0;
+  bool queued = false;  // what hold_if_queued() reports: the client has not written out its bytes
+  int failed = 0, writes = 0, looks = 0;
   int64_t length = -2;
   std::string headers, body;
 };
@@ -206,6 +211,73 @@ TEST(CompressStream, EventStreamsAreFlushedAtEveryWrite) {
   }
   d.finish();
   EXPECT_EQ(test_support::gunzip(client.body), expected);
+}
+
+// The decorator of a streamed response of `type` and unknown length, its head sent.
+handlers::Downstream& streaming(StreamSlot& slot, RecordingDownstream& client, const Request& req,
+                                const Options& options, const char* type) {
+  handlers::Downstream& d = slot.wrap(client, req, options);
+  Response head;
+  head.add_header("Content-Type", type);
+  EXPECT_TRUE(d.send_head(head, -1));
+  return d;
+}
+
+// Input that compresses to almost nothing never fills the client's queue; the decorator looks at
+// it every kInputWindow bytes of input and stops the upstream while the client holds output.
+TEST(CompressStream, PausesEveryInputWindowWhileTheClientHoldsOutput) {
+  constexpr size_t kPiece = 4096;
+  constexpr size_t kPiecesPerWindow = CompressingDownstream::kInputWindow / kPiece;
+  const std::string piece(kPiece, 'a');
+  for (const char* accept : {"gzip", "br", "zstd"}) {
+    Request req = request_with({{"Accept-Encoding", accept}});
+    RecordingDownstream client;
+    StreamSlot slot;
+    const Options options = on();
+    handlers::Downstream& d = streaming(slot, client, req, options, "text/plain");
+    std::string sent;
+    // A client that takes everything: never paused, looked at once per window.
+    for (size_t i = 0; i < 3 * kPiecesPerWindow; ++i) {
+      EXPECT_EQ(d.send_body(piece), handlers::Downstream::Sent::kMore) << accept << " " << i;
+      sent += piece;
+    }
+    EXPECT_EQ(client.looks, 3) << accept;
+    // A client that holds output: the piece that ends a window says kFull; after on_writable()
+    // the exchange feeds a fresh window.
+    client.queued = true;
+    for (int window = 0; window < 2; ++window) {
+      for (size_t i = 1; i <= kPiecesPerWindow; ++i) {
+        EXPECT_EQ(d.send_body(piece), i < kPiecesPerWindow ? handlers::Downstream::Sent::kMore
+                                                           : handlers::Downstream::Sent::kFull)
+            << accept << " " << i;
+        sent += piece;
+      }
+    }
+    d.finish();  // the final flush goes out whatever the queue holds
+    EXPECT_TRUE(client.finished);
+    const Coding coding = std::string_view(accept) == "gzip" ? Coding::kGzip
+                          : std::string_view(accept) == "br" ? Coding::kBrotli
+                                                             : Coding::kZstd;
+    EXPECT_EQ(decode(coding, client.body), sent) << accept;
+  }
+}
+
+// An event stream still hands the client every event at once, held or not.
+TEST(CompressStream, AHeldEventStreamStillFlushesEachEvent) {
+  Request req = request_with({{"Accept-Encoding", "gzip"}});
+  RecordingDownstream client;
+  client.queued = true;
+  StreamSlot slot;
+  const Options options = on();
+  handlers::Downstream& d = streaming(slot, client, req, options, "text/event-stream");
+  const std::string event = "data: " + std::string(40000, 'e') + "\n\n";
+  std::string expected;
+  for (int i = 0; i < 2; ++i) {
+    expected += event;
+    EXPECT_EQ(d.send_body(event),
+              i == 0 ? handlers::Downstream::Sent::kMore : handlers::Downstream::Sent::kFull);
+    EXPECT_EQ(test_support::gunzip_partial(client.body), expected);
+  }
 }
 
 TEST(CompressStream, PassesThroughWhatIsNotCompressed) {

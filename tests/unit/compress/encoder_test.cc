@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 
 #include "unit/compress/decode.h"
 
@@ -85,6 +86,26 @@ TEST(CompressEncoder, BadLevelsGiveNoEncoder) {
   EXPECT_EQ(make_encoder(Coding::kBrotli, 12, -1), nullptr);
   EXPECT_EQ(make_encoder(Coding::kZstd, 20, -1), nullptr);
   EXPECT_EQ(make_encoder(Coding::kIdentity, 1, -1), nullptr);
+}
+
+// A thread_local made before the encoder pool (a spare HTTP/2 stream holding its decorator) is
+// destroyed after the pool and the block cache at thread exit: recycling its encoder then must
+// free it to the heap, not push it into the destroyed pool (heap corruption, seen as "corrupted
+// double-linked list" when a worker stopped; AddressSanitizer reports a use after free).
+TEST(CompressEncoder, AnEncoderRecycledAfterItsThreadsPoolIsFreed) {
+  for (Coding coding : kAll) {
+    std::thread([coding] {
+      struct Holder {
+        std::unique_ptr<Encoder> encoder;
+        ~Holder() { recycle_encoder(std::move(encoder)); }
+      };
+      thread_local Holder holder;  // constructed first, so destroyed last
+      holder.encoder = acquire_encoder(coding, 1, -1);
+      ASSERT_TRUE(holder.encoder);
+      std::string out;
+      EXPECT_TRUE(holder.encoder->encode("hello", Encoder::Flush::kFinish, &out));
+    }).join();
+  }
 }
 
 TEST(CompressEncoder, RecycledEncodersStartFreshStreams) {
