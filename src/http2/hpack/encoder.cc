@@ -13,24 +13,49 @@ namespace {
 // RFC 9113 6.5.2's initial SETTINGS_HEADER_TABLE_SIZE: what the peer's decoder starts with.
 constexpr uint32_t kDefaultTableSize = 4096;
 
-uint64_t mix(uint64_t h, std::string_view s) {
-  constexpr uint64_t kMultiplier = 0x9e3779b97f4a7c15ull;
-  const char* p = s.data();
-  size_t n = s.size();
-  for (; n >= 8; p += 8, n -= 8) {
-    uint64_t word;
-    std::memcpy(&word, p, 8);
-    h = (h ^ word) * kMultiplier;
-    h ^= h >> 29;
+uint32_t load4(const char* p) {
+  uint32_t word;
+  std::memcpy(&word, p, 4);
+  return word;
+}
+
+uint64_t load8(const char* p) {
+  uint64_t word;
+  std::memcpy(&word, p, 8);
+  return word;
+}
+
+// Samples a string: its length, and its first, middle and last eight bytes. Values that differ
+// elsewhere collide, which costs a compare, not a wrong answer (lookups compare the strings).
+[[gnu::always_inline]] inline uint64_t sample(std::string_view s) {
+  const size_t n = s.size();
+  if (n >= 8) {
+    return load8(s.data()) ^ (load8(s.data() + n / 2 - 4) * 0xff51afd7ed558ccdull) ^
+           (load8(s.data() + n - 8) << 17) ^ n;
   }
-  uint64_t tail = uint64_t{n} << 56;
-  for (size_t i = 0; i < n; ++i) tail |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
-  h = (h ^ tail) * kMultiplier;
-  return h ^ (h >> 32);
+  if (n >= 4) return load4(s.data()) | (uint64_t{load4(s.data() + n - 4)} << 32) | n << 60;
+  uint64_t word = n;
+  for (size_t i = 0; i < n; ++i) word = (word << 8) | static_cast<unsigned char>(s[i]);
+  return word;
+}
+
+// Equality without a call to memcmp for the short strings most fields are made of.
+[[gnu::always_inline]] inline bool same(std::string_view a, std::string_view b) {
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  if (n >= 8 && n <= 16) {
+    return load8(a.data()) == load8(b.data()) && load8(a.data() + n - 8) == load8(b.data() + n - 8);
+  }
+  if (n >= 4 && n < 8) {
+    return load4(a.data()) == load4(b.data()) && load4(a.data() + n - 4) == load4(b.data() + n - 4);
+  }
+  return a == b;
 }
 
 uint32_t field_hash(std::string_view name, std::string_view value) {
-  return static_cast<uint32_t>(mix(mix(0, name), value));
+  uint64_t h = (sample(name) * 0x9e3779b97f4a7c15ull) ^ sample(value);
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return static_cast<uint32_t>(h >> 32);
 }
 
 // Fields whose values rarely repeat: indexing them would only push useful entries out.
@@ -93,7 +118,7 @@ uint32_t Encoder::find_dynamic(uint32_t hash, std::string_view name, std::string
     if (slot.hash == hash && live(slot.id)) {
       const uint32_t i = table_.next_id() - 1 - slot.id;
       const TableEntry entry = table_.get(i);
-      if (entry.name == name && entry.value == value) return kStaticTableSize + 1 + i;
+      if (same(entry.value, value) && same(entry.name, name)) return kStaticTableSize + 1 + i;
     }
   }
 }
@@ -132,6 +157,25 @@ void Encoder::rebuild_index() {
 void Encoder::encode(std::string& out, std::string_view name, std::string_view value,
                      bool sensitive) {
   if (update_pending_) emit_size_updates(out);
+  // Fast path, a field the dynamic table holds: one hash, one probe, one byte. Pseudo-header
+  // fields skip it: they are the ones the static table matches whole (never added to the
+  // dynamic table).
+  const uint32_t hash = field_hash(name, value);
+  if (!sensitive && table_.count() > 0 && (name.empty() || name[0] != ':')) {
+    if (const uint32_t index = find_dynamic(hash, name, value)) {
+      if (index < 127) {
+        out.push_back(static_cast<char>(0x80 | index));
+      } else {
+        encode_integer(out, 0x80, 7, index);
+      }
+      return;
+    }
+  }
+  encode_literal(out, name, value, sensitive, hash);
+}
+
+void Encoder::encode_literal(std::string& out, std::string_view name, std::string_view value,
+                             bool sensitive, uint32_t hash) {
   const StaticMatch match = find_static(name, value);
   if (sensitive) {  // never indexed (RFC 7541 6.2.3), the name may still come from the table
     encode_integer(out, 0x10, 4, match.name_index);
@@ -143,8 +187,7 @@ void Encoder::encode(std::string& out, std::string_view name, std::string_view v
     encode_integer(out, 0x80, 7, match.field_index);
     return;
   }
-  const uint32_t hash = field_hash(name, value);
-  if (table_.count() > 0) {
+  if (name[0] == ':' && table_.count() > 0) {  // a pseudo-header field not matched above
     if (const uint32_t index = find_dynamic(hash, name, value)) {
       encode_integer(out, 0x80, 7, index);
       return;

@@ -40,6 +40,8 @@ class Encoder {
   static constexpr uint32_t kEmpty = 0xffffffff;
 
   void emit_size_updates(std::string& out);
+  void encode_literal(std::string& out, std::string_view name, std::string_view value,
+                      bool sensitive, uint32_t hash);
   // The dynamic index (RFC numbering, 62 and up) of `name: value`, or 0.
   uint32_t find_dynamic(uint32_t hash, std::string_view name, std::string_view value) const;
   void index_inserted(uint32_t hash);

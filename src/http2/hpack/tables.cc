@@ -112,10 +112,12 @@ StaticMatch find_static(std::string_view name, std::string_view value) {
       break;
     }
   }
-  // Entries with one name are consecutive; only a few names come with values.
-  for (uint32_t i = match.name_index;
-       i <= kStaticTableSize && kStaticTable[i].name == kStaticTable[match.name_index].name; ++i) {
-    if (!kStaticTable[i].value.empty() && kStaticTable[i].value == value) {
+  // Entries with one name are consecutive; only :method, :path, :scheme, :status and
+  // accept-encoding come with values.
+  const std::string_view found = kStaticTable[match.name_index].name;
+  if (kStaticTable[match.name_index].value.empty()) return match;
+  for (uint32_t i = match.name_index; i <= kStaticTableSize && kStaticTable[i].name == found; ++i) {
+    if (kStaticTable[i].value == value) {
       match.field_index = i;
       break;
     }
