@@ -134,7 +134,7 @@ void DynamicTable::set_max_size(uint32_t max_size) {
   while (size_ > max_size_) evict_oldest();
   // The ring holds as many entries as fit (each takes at least 32 bytes).
   uint32_t capacity = 1;
-  while (capacity <= max_size_ / kEntryOverhead) capacity <<= 1;
+  while (capacity < max_size_ / kEntryOverhead) capacity <<= 1;
   if (capacity > ring_.size()) {
     std::vector<Slot> ring(capacity);
     for (uint32_t k = 0; k < count_; ++k) ring[k] = ring_[(head_ + k) & ring_mask_];

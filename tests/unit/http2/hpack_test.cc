@@ -456,6 +456,21 @@ TEST(HpackDecoder, EvictsOldestAndCopiesANameItEvicts) {
   EXPECT_EQ(d.table().size(), 0u);
 }
 
+// 128 empty fields of 32 bytes each fill a 4,096-byte table exactly: the ring holds them all.
+TEST(HpackDecoder, FillsTheTableWithTheSmallestEntries) {
+  Decoder d;
+  std::string block;
+  for (int i = 0; i < 130; ++i) block += std::string("\x40\x00\x00", 3);
+  block += "\xbe";      // the newest
+  block += "\xff\x3e";  // index 127 + 62 = 189 = 62 + 127: the oldest
+  Decoded r = decode(d, block);
+  ASSERT_EQ(r.result, DecodeResult::kOk);
+  EXPECT_EQ(r.fields.size(), 132u);
+  EXPECT_EQ(d.table().count(), 128u);
+  EXPECT_EQ(d.table().size(), 4096u);
+  EXPECT_EQ(result_of(d, "ff3f"), DecodeResult::kCompressionError);  // 190: one past
+}
+
 TEST(HpackDecoder, ManyInsertionsKeepTheTableExact) {
   // A model of the table (a deque of entries) against the ring and its compaction.
   Decoder d(512);
