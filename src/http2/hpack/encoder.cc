@@ -187,8 +187,8 @@ void Encoder::encode_literal(std::string& out, std::string_view name, std::strin
     encode_integer(out, 0x80, 7, match.field_index);
     return;
   }
-  if (!name.empty() && name[0] == ':' &&
-      table_.count() > 0) {  // a pseudo-header field not matched above
+  // A pseudo-header field the static table did not match whole may be in the dynamic one.
+  if (!name.empty() && name[0] == ':' && table_.count() > 0) {
     if (const uint32_t index = find_dynamic(hash, name, value)) {
       encode_integer(out, 0x80, 7, index);
       return;
