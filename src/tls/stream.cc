@@ -43,11 +43,7 @@ std::unique_ptr<Stream> Stream::make(SSL_CTX* context, int fd, Role role) {
     return nullptr;
   }
   BIO_set_fd(socket, fd, BIO_NOCLOSE);
-  SSL_set_bio(ssl, socket, socket);
-  // What SSL_set_fd does for kTLS: the socket must have the "tls" upper layer before the
-  // handshake ends for OpenSSL to hand the keys to the kernel (fails quietly without the module).
-  if (SSL_CTX_get_options(context) & SSL_OP_ENABLE_KTLS)
-    setsockopt(fd, SOL_TCP, TCP_ULP, "tls", sizeof "tls");
+  SSL_set_bio(ssl, socket, socket);  // set_fd also readies the socket for kTLS (TCP_ULP "tls")
   if (role == Role::kServer) {
     SSL_set_accept_state(ssl);
   } else {
