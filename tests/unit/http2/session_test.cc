@@ -155,6 +155,11 @@ class SessionTest : public ::testing::Test {
     client = hpack::Encoder();
   }
 
+  void start(const Options& options) {
+    reset(options);
+    open();
+  }
+
   // The preface and an empty SETTINGS; the server's first output is read and dropped.
   void open() {
     ASSERT_TRUE(session->receive(std::string(kPreface) + frame(SETTINGS, 0, 0, "")));
@@ -270,20 +275,16 @@ TEST_F(SessionTest, SettingsErrors) {
   open();
   EXPECT_FALSE(session->receive(frame(SETTINGS, 0, 0, "12345")));
   expect_goaway(ErrorCode::kFrameSizeError);
-  reset({});
-  open();
+  start({});
   EXPECT_FALSE(session->receive(frame(SETTINGS, 0, 0, setting(4, 0x80000000u))));
   expect_goaway(ErrorCode::kFlowControlError);
-  reset({});
-  open();
+  start({});
   EXPECT_FALSE(session->receive(frame(SETTINGS, 0, 0, setting(5, 100))));
   expect_goaway(ErrorCode::kProtocolError);
-  reset({});
-  open();
+  start({});
   EXPECT_FALSE(session->receive(frame(SETTINGS, 1, 0, "x")));
   expect_goaway(ErrorCode::kFrameSizeError);
-  reset({});
-  open();
+  start({});
   EXPECT_FALSE(session->receive(frame(SETTINGS, 0, 3, "")));
   expect_goaway(ErrorCode::kProtocolError);
 }
@@ -371,8 +372,7 @@ TEST_F(SessionTest, ContinuationWithoutHeadersIsAProtocolError) {
 TEST_F(SessionTest, ContinuationFloodEndsWithEnhanceYourCalm) {
   Options o;
   o.max_header_list_size = 4096;
-  reset(o);
-  open();
+  start(o);
   ASSERT_TRUE(session->receive(frame(HEADERS, 0, 1, block())));
   bool ok = true;
   for (int i = 0; i < 100 && ok; ++i)
@@ -385,8 +385,7 @@ TEST_F(SessionTest, ContinuationFloodEndsWithEnhanceYourCalm) {
 TEST_F(SessionTest, HpackBombEndsWithEnhanceYourCalm) {
   Options o;
   o.max_header_list_size = 4096;
-  reset(o);
-  open();
+  start(o);
   // A literal with incremental indexing (new name "x-big", a 3,000-byte value), then indexed
   // references to that entry (dynamic index 62) many times.
   std::string b = block() + "\x40\x05x-big\x7f\xb9\x16" + std::string(3000, 'b');
@@ -399,8 +398,7 @@ TEST_F(SessionTest, EvenOrDecreasingStreamIds) {
   open();
   EXPECT_FALSE(session->receive(get(2)));
   expect_goaway(ErrorCode::kProtocolError);
-  reset({});
-  open();
+  start({});
   ASSERT_TRUE(session->receive(get(5)));
   // Stream 3 is lower than 5, so closed (RFC 9113 5.1.1): its block is decoded and dropped.
   ASSERT_TRUE(session->receive(get(3)));
@@ -415,17 +413,15 @@ TEST_F(SessionTest, MalformedFieldsResetTheStream) {
       {{"x-space", " lead"}}, {{"x-bad", "app says no"}},
   };
   for (const auto& fields : bad) {
-    reset({});
+    start({});
     events.reject_field = true;
-    open();
     ASSERT_TRUE(session->receive(get(1, true, fields)));
     std::vector<Frame> f = out();
     expect_rst(f, 1, ErrorCode::kProtocolError);
     EXPECT_EQ(events.closes.size(), 1u) << fields[0].first;
     EXPECT_EQ(session->errors_sent(), 1u);
   }
-  reset({});
-  open();
+  start({});
   ASSERT_TRUE(session->receive(get(1, true, {{"te", "trailers"}})));
   EXPECT_TRUE(out().empty());
 }
@@ -433,8 +429,7 @@ TEST_F(SessionTest, MalformedFieldsResetTheStream) {
 TEST_F(SessionTest, MaxConcurrentStreamsRefusesTheExtraOne) {
   Options o;
   o.max_concurrent_streams = 2;
-  reset(o);
-  open();
+  start(o);
   // Encoded in order: the client's HPACK table follows the blocks' order on the wire.
   std::string input = get(1);
   input += get(3);
@@ -629,8 +624,7 @@ TEST_F(SessionTest, DataPastTheConnectionWindowIsAConnectionError) {
   Options o;
   o.connection_window = 65535;
   o.max_concurrent_streams = 10;
-  reset(o);
-  open();
+  start(o);
   const std::string chunk(16384, 'd');
   bool ok = true;
   for (uint32_t id = 1; id < 12 && ok; id += 2) {
@@ -644,8 +638,7 @@ TEST_F(SessionTest, DataStateRules) {
   open();
   EXPECT_FALSE(session->receive(frame(DATA, 0, 7, "x")));  // idle
   expect_goaway(ErrorCode::kProtocolError);
-  reset({});
-  open();
+  start({});
   ASSERT_TRUE(session->receive(get(1)));  // half-closed (remote)
   ASSERT_TRUE(session->receive(frame(DATA, 0, 1, "x")));
   expect_rst(out(), 1, ErrorCode::kStreamClosed);
@@ -700,8 +693,7 @@ TEST_F(SessionTest, ClientResetClosesTheStream) {
 TEST_F(SessionTest, RapidResetEndsWithEnhanceYourCalm) {
   Options o;
   o.reset_budget = 10;
-  reset(o);
-  open();
+  start(o);
   bool ok = true;
   uint32_t id = 1;
   for (; id < 100 && ok; id += 2)
@@ -715,8 +707,7 @@ TEST_F(SessionTest, RapidResetEndsWithEnhanceYourCalm) {
 TEST_F(SessionTest, ProvokedResetsEndWithEnhanceYourCalm) {
   Options o;
   o.error_budget = 5;
-  reset(o);
-  open();
+  start(o);
   bool ok = true;
   for (uint32_t id = 1; id < 100 && ok; id += 2) {
     ok = session->receive(get(id) + frame(WINDOW_UPDATE, 0, id, be32(0)));
@@ -731,8 +722,7 @@ TEST_F(SessionTest, ProvokedResetsEndWithEnhanceYourCalm) {
 TEST_F(SessionTest, ControlFrameFloodEndsWithEnhanceYourCalm) {
   Options o;
   o.max_queued_control = 50;
-  reset(o);
-  open();
+  start(o);
   std::string pings;
   for (int i = 0; i < 30; ++i) pings += frame(PING, 0, 0, "12345678");
   ASSERT_TRUE(session->receive(pings));
