@@ -640,6 +640,9 @@ void Session::submit_goaway(ErrorCode code, int32_t last_stream_id) {
 
 void Session::consume(int32_t id, size_t n) {
   if (n == 0) return;
+  Stream* s = id ? find(id) : nullptr;
+  // A closed stream's bytes went back to the connection when it closed (close_stream).
+  if (id && !s) return;
   const uint32_t conn = static_cast<uint32_t>(std::min<size_t>(n, conn_unconsumed_));
   conn_unconsumed_ -= conn;
   conn_consumed_ += conn;
@@ -648,7 +651,6 @@ void Session::consume(int32_t id, size_t n) {
     recv_window_ += conn_consumed_;
     conn_consumed_ = 0;
   }
-  Stream* s = id ? find(id) : nullptr;
   if (!s) return;
   const uint32_t mine = static_cast<uint32_t>(std::min<size_t>(n, s->unconsumed));
   s->unconsumed -= mine;

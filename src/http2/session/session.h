@@ -155,7 +155,8 @@ class Session {
   // graceful stop (streams up to that id finish); another code ends the session.
   void submit_goaway(ErrorCode code, int32_t last_stream_id = -1);
   // The application took `n` bytes of stream `id`'s body: the windows reopen by that much
-  // (WINDOW_UPDATE once half a window is owed). Also valid after the stream closed.
+  // (WINDOW_UPDATE once half a window is owed). Nothing after the stream closed: what it had
+  // not given back was released then.
   void consume(int32_t id, size_t n);
 
   Stream* find(int32_t id);

@@ -611,6 +611,30 @@ TEST_F(SessionTest, WindowsReopenOnlyAsTheApplicationConsumes) {
   EXPECT_EQ(w->u32(), 3u * 16384);
 }
 
+TEST_F(SessionTest, ClosingReleasesUnconsumedBytesOnce) {
+  Options o;
+  o.connection_window = 100000;  // a WINDOW_UPDATE once 50,000 bytes are owed
+  start(o);
+  const std::string chunk(16000, 'd');
+  for (uint32_t id : {1u, 3u}) {
+    ASSERT_TRUE(session->receive(get(id, false)));
+    ASSERT_TRUE(session->receive(frame(DATA, 0, id, chunk)));
+    ASSERT_TRUE(session->receive(frame(DATA, 0, id, chunk)));
+    ASSERT_TRUE(session->receive(frame(DATA, 0, id, chunk.substr(0, 8000))));
+  }
+  ASSERT_TRUE(session->receive(frame(RST_STREAM, 0, 1, be32(8))));  // 40,000 released
+  EXPECT_TRUE(out().empty());
+  // The application catches up late: stream 1's bytes were released already, stream 3's stay.
+  session->consume(1, 40000);
+  EXPECT_TRUE(out().empty());
+  session->consume(3, 10000);
+  std::vector<Frame> f = out();
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].type, WINDOW_UPDATE);
+  EXPECT_EQ(f[0].stream, 0u);
+  EXPECT_EQ(f[0].u32(), 50000u);
+}
+
 TEST_F(SessionTest, DataPastTheStreamWindowIsAFlowControlError) {
   open();
   ASSERT_TRUE(session->receive(get(1, false)));
