@@ -91,6 +91,45 @@ bool valid_value(std::string_view value) {
   return true;
 }
 
+// RFC 9113 8.3.1: a request's pseudo-headers come first, each once, only the four defined ones
+// (we do not offer extended CONNECT, so no :protocol); :method always, and :scheme and a
+// nonempty :path unless the method is CONNECT, which has :authority and neither of them (8.5).
+class PseudoHeaders {
+ public:
+  bool add(std::string_view name, std::string_view value) {
+    if (name.front() != ':') {
+      regular_seen_ = true;
+      return true;
+    }
+    if (regular_seen_) return false;
+    unsigned bit = 0;
+    if (name == ":method") {
+      bit = kMethod;
+      connect_ = value == "CONNECT";
+    } else if (name == ":scheme") {
+      bit = kScheme;
+    } else if (name == ":path") {
+      bit = kPath;
+      if (value.empty()) return false;
+    } else if (name == ":authority") {
+      bit = kAuthority;
+    }
+    if (bit == 0 || (seen_ & bit)) return false;
+    seen_ |= bit;
+    return true;
+  }
+  bool complete() const {
+    if (connect_) return seen_ == (kMethod | kAuthority);
+    return (seen_ & (kMethod | kScheme | kPath)) == (kMethod | kScheme | kPath);
+  }
+
+ private:
+  enum : unsigned { kMethod = 1, kScheme = 2, kPath = 4, kAuthority = 8 };
+  unsigned seen_ = 0;
+  bool regular_seen_ = false;
+  bool connect_ = false;
+};
+
 // A content-length of digits only (RequestHeadBuilder answers 400 for the others); -1 if not.
 int64_t parse_length(std::string_view value) {
   if (value.empty() || value.size() > 18) return -1;
@@ -394,11 +433,13 @@ bool Session::on_header_block(int32_t id, std::string_view block, bool end_strea
     events_.on_stream_begin(*s);
   }
   bool malformed = false;
+  PseudoHeaders pseudo;
   Stream& stream = *s;
   const hpack::DecodeResult r = decoder_.decode(block, [&](const hpack::Field& f) {
     if (malformed || stream.closing || stream.closed) return;
-    if (!valid_name(f.name) || !valid_value(f.value) || (trailers && f.name.front() == ':') ||
-        (is_connection_specific(f.name) && !(f.name == "te" && f.value == "trailers"))) {
+    if (!valid_name(f.name) || !valid_value(f.value) ||
+        (is_connection_specific(f.name) && !(f.name == "te" && f.value == "trailers")) ||
+        (trailers ? f.name.front() == ':' : !pseudo.add(f.name, f.value))) {
       malformed = true;
       return;
     }
@@ -412,7 +453,7 @@ bool Session::on_header_block(int32_t id, std::string_view block, bool end_strea
   if (stream.closing || stream.closed) return !terminated_;
   // Trailers must end the stream (RFC 9113 8.1); a head with END_STREAM has no body to match a
   // nonzero content-length.
-  if (malformed || (trailers && !end_stream) ||
+  if (malformed || (trailers && !end_stream) || (!trailers && !pseudo.complete()) ||
       (!trailers && end_stream && stream.content_length > 0))
     return stream_error(id, ErrorCode::kProtocolError);
   if (trailers && stream.content_length >= 0 &&

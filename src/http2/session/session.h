@@ -101,7 +101,9 @@ class Events {
   // call. Return false when the field makes the request malformed: the stream is reset
   // (PROTOCOL_ERROR) once the block is decoded. Field syntax (RFC 9113 8.2.1: lower-case names,
   // no control characters, no connection-specific fields but "te: trailers", no pseudo-headers in
-  // trailers) is checked before; pseudo-header order and meaning are RequestHeadBuilder's.
+  // trailers) and the request's pseudo-headers (RFC 9113 8.3.1: the four defined ones, first,
+  // once each, the required ones present) are checked before and after; what the values mean
+  // stays RequestHeadBuilder's.
   virtual bool on_field(Stream& s, std::string_view name, std::string_view value,
                         bool trailers) = 0;
   // The head (or trailers) is complete. `end_stream`: no body follows.

@@ -426,6 +426,38 @@ TEST_F(SessionTest, MalformedFieldsResetTheStream) {
   EXPECT_TRUE(out().empty());
 }
 
+TEST_F(SessionTest, MalformedPseudoHeadersResetTheStream) {
+  using Fields = std::vector<std::pair<std::string, std::string>>;
+  using F = std::pair<std::string, std::string>;
+  const F m{":method", "GET"}, sc{":scheme", "http"}, p{":path", "/"}, a{":authority", "x"};
+  const Fields cases[] = {
+      {m, sc, a},                          // no :path
+      {sc, p, a},                          // no :method
+      {m, p, a},                           // no :scheme
+      {m, sc, p, a, {":foo", "bar"}},      // unknown
+      {m, sc, p, {"x-a", "1"}, a},         // after a regular field
+      {m, sc, p, a, {":path", "/again"}},  // repeated
+      {m, sc, {":path", ""}, a},           // empty :path
+      {m, sc, p, a, {":status", "200"}},   // a response's
+      {{":method", "CONNECT"}, sc, p, a},  // CONNECT takes neither :scheme nor :path
+  };
+  for (const Fields& fields : cases) {
+    start({});
+    std::string b;
+    for (const auto& [n, v] : fields) client.encode(b, n, v);
+    ASSERT_TRUE(session->receive(frame(HEADERS, 0x5, 1, b)));
+    expect_rst(out(), 1, ErrorCode::kProtocolError);
+    EXPECT_TRUE(events.requests.empty() || !events.requests[0].head_done);
+  }
+  start({});
+  std::string b;
+  for (const auto& [n, v] : Fields{{":method", "CONNECT"}, a}) client.encode(b, n, v);
+  ASSERT_TRUE(session->receive(frame(HEADERS, 0x4, 1, b)));
+  EXPECT_TRUE(out().empty());
+  ASSERT_EQ(events.requests.size(), 1u);
+  EXPECT_TRUE(events.requests[0].head_done);
+}
+
 TEST_F(SessionTest, MaxConcurrentStreamsRefusesTheExtraOne) {
   Options o;
   o.max_concurrent_streams = 2;
