@@ -186,7 +186,8 @@ bool Session::receive(std::string_view bytes) {
   const char* p = bytes.data();
   const char* end = p + bytes.size();
   bool ok = true;
-  while (ok && p < end) {
+  // An event may end the session (submit_goaway with an error): nothing more is read then.
+  while (ok && !terminated_ && p < end) {
     if (phase_ == Phase::kPreface) {
       const size_t n = std::min<size_t>(end - p, kPreface.size() - preface_at_);
       if (std::memcmp(p, kPreface.data() + preface_at_, n) != 0) {
@@ -346,7 +347,8 @@ bool Session::on_data_frame(const FrameHeader& h, std::string_view payload) {
     return stream_error(h.stream, ErrorCode::kProtocolError);
   }
   if (end) s->remote_closed = true;
-  if (data != 0 || end) events_.on_data(*s, payload, end);
+  if (data == 0 && !end) return count_empty();
+  events_.on_data(*s, payload, end);
   if (end && s->local_closed && !s->closed && !s->closing) close_stream(*s, ErrorCode::kNoError);
   return !terminated_;
 }
@@ -381,11 +383,12 @@ bool Session::on_headers_frame(const FrameHeader& h, std::string_view payload) {
   const bool end_stream = h.flags & kEndStream;
   if (h.flags & kEndHeaders) return on_header_block(h.stream, payload, end_stream);
   // CONTINUATION follows: the block is gathered, up to the abuse cap.
+  if (payload.empty() && !count_empty()) return false;
   continuation_stream_ = h.stream;
   continuation_end_stream_ = end_stream;
   block_.assign(payload);
   if (block_.size() > size_t{options_.max_header_list_size} * options_.header_abuse_factor)
-    return calm_down("header block far over the header list limit (CONTINUATION flood)");
+    return calm_down("header block far over max_header_bytes (CONTINUATION flood)");
   return true;
 }
 
@@ -394,8 +397,8 @@ bool Session::on_continuation(const FrameHeader& h, std::string_view payload) {
     return connection_error(ErrorCode::kProtocolError, "unexpected CONTINUATION");
   block_.append(payload);
   if (block_.size() > size_t{options_.max_header_list_size} * options_.header_abuse_factor)
-    return calm_down("header block far over the header list limit (CONTINUATION flood)");
-  if (!(h.flags & kEndHeaders)) return true;
+    return calm_down("header block far over max_header_bytes (CONTINUATION flood)");
+  if (!(h.flags & kEndHeaders)) return !payload.empty() || count_empty();
   const int32_t id = continuation_stream_;
   continuation_stream_ = 0;
   return on_header_block(id, block_, continuation_end_stream_);
@@ -449,7 +452,7 @@ bool Session::on_header_block(int32_t id, std::string_view block, bool end_strea
   if (r == hpack::DecodeResult::kCompressionError)
     return connection_error(ErrorCode::kCompressionError, "HPACK decoding failed");
   if (r == hpack::DecodeResult::kHeaderListTooLarge)
-    return calm_down("header list far over the header list limit (HPACK bomb)");
+    return calm_down("header list far over max_header_bytes (HPACK bomb)");
   if (stream.closing || stream.closed) return !terminated_;
   // Trailers must end the stream (RFC 9113 8.1); a head with END_STREAM has no body to match a
   // nonzero content-length.
@@ -579,6 +582,12 @@ bool Session::stream_error(int32_t id, ErrorCode code) {
   return !terminated_;
 }
 
+bool Session::count_empty() {
+  if (++empty_frames_ > options_.empty_frame_budget + completed_)
+    return calm_down("too many frames without content (empty frame flood)");
+  return true;
+}
+
 bool Session::count_control() {
   if (++queued_control_ > options_.max_queued_control)
     return calm_down("too many control frames queued (SETTINGS or PING flood)");
@@ -659,7 +668,7 @@ void Session::submit_rst_stream(int32_t id, ErrorCode code, bool peer_fault) {
   if (peer_fault) {
     if (!count_control()) return;
     if (++errors_sent_ > options_.error_budget + completed_ / 2)
-      calm_down("too many streams reset for the client's errors (MadeYouReset)");
+      calm_down("too many stream errors (provoked resets)");
   }
 }
 
@@ -796,13 +805,14 @@ bool Session::want_write() const {
 }
 
 void Session::produce(std::string& out, size_t limit) {
-  out.append(out_);
-  out_.clear();
   queued_control_ = 0;
-  if (!terminated_) {
-    const size_t start = out.size();
-    while (out.size() - start < limit && produce_data(out, start + limit)) {
-    }
+  const size_t start = out.size();
+  for (;;) {
+    // Queued frames first on every pass: a HEADERS that an event submitted during the last pass
+    // (on_response_complete) must precede its stream's DATA.
+    out.append(out_);
+    out_.clear();
+    if (terminated_ || out.size() - start >= limit || !produce_data(out, start + limit)) break;
   }
   // Streams reset or ended: their frames are in `out`, the application hears of it now.
   for (size_t i = 0; i < live_.size();) {
@@ -849,6 +859,7 @@ bool Session::produce_data(std::string& out, size_t limit) {
     if (last) {
       out[at + 4] = static_cast<char>(kEndStream);
       end_local(*s, out);
+      if (!out_.empty()) break;  // on_response_complete queued frames: produce() sends them now
     }
   }
   if (count) round_robin_ = (round_robin_ + 1) % count;

@@ -67,6 +67,10 @@ struct Options {
   // Frames the peer makes us queue (SETTINGS and PING acknowledgements, RST_STREAMs) between two
   // produce() calls: a peer that sends them without reading is flooding (CVE-2019-9512/9515).
   uint32_t max_queued_control = 1000;
+  // Frames that carry nothing (DATA without bytes or END_STREAM, empty HEADERS or CONTINUATION
+  // fragments that do not end the block) cost work and no window: past this budget + completed
+  // responses, GOAWAY(ENHANCE_YOUR_CALM) (CVE-2019-9518).
+  uint32_t empty_frame_budget = 1000;
 };
 
 struct Stream {
@@ -113,7 +117,8 @@ class Events {
   virtual void on_data(Stream& s, std::string_view bytes, bool end_stream) = 0;
   // The stream is gone: s.user must be detached. After this call the Stream is reused.
   virtual void on_stream_close(Stream& s, ErrorCode code) = 0;
-  // The response's last frame (END_STREAM) went into the output.
+  // The response's last frame (END_STREAM) is queued: during produce() for a body, inside
+  // submit_response() for a head alone. The application may submit frames from here.
   virtual void on_response_complete(Stream& s) {}
   // Appends at most `max` body bytes to `out` and sets `last` with the final ones. Appending
   // nothing without `last` defers the stream until resume_data(). Must not call the session.
@@ -201,6 +206,7 @@ class Session {
   // RST_STREAM for the peer's error (counted); false when the budget ends the connection.
   bool stream_error(int32_t id, ErrorCode code);
   bool count_control();
+  bool count_empty();
   void queue_rst(int32_t id, ErrorCode code);
   void write_frame_header(std::string& out, uint32_t length, uint8_t type, uint8_t flags,
                           int32_t stream);
@@ -257,6 +263,7 @@ class Session {
   ErrorCode error_ = ErrorCode::kNoError;
   uint32_t client_resets_ = 0;
   uint32_t errors_sent_ = 0;
+  uint32_t empty_frames_ = 0;
   uint64_t completed_ = 0;
 };
 

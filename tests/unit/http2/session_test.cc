@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -131,7 +132,11 @@ struct Recorder : Events {
       r->code = code;
     }
   }
-  void on_response_complete(Stream&) override { ++completes; }
+  void on_response_complete(Stream& s) override {
+    ++completes;
+    if (on_complete) on_complete(s);
+  }
+  std::function<void(Stream&)> on_complete;
   void read_body(Stream& s, std::string& out, size_t max, bool& last) override {
     if (defer) return;
     const size_t n = std::min(max, body_to_send.size());
@@ -554,6 +559,32 @@ TEST_F(SessionTest, WindowUpdateReleasesTheRestAndEndStream) {
   EXPECT_EQ(events.closes.size(), 1u);
 }
 
+// A response submitted from an event inside produce() still sends its HEADERS before its DATA.
+TEST_F(SessionTest, HeadersSubmittedDuringProducePrecedeTheirData) {
+  open();
+  std::string input = get(1);
+  input += get(3);
+  ASSERT_TRUE(session->receive(input));
+  Session::Header h[] = {{":status", "200"}};
+  events.body_to_send = "a";
+  events.on_complete = [&](Stream& s) {
+    if (s.id != 1) return;
+    events.body_to_send = "bb";
+    EXPECT_TRUE(session->submit_response(3, h, true));
+  };
+  ASSERT_TRUE(session->submit_response(1, h, true));
+  std::vector<Frame> f = out();
+  ASSERT_EQ(f.size(), 4u);
+  auto is = [&](size_t i, uint8_t type, uint32_t stream) {
+    return f[i].type == type && f[i].stream == stream;
+  };
+  EXPECT_TRUE(is(0, HEADERS, 1));
+  EXPECT_TRUE(is(1, DATA, 1));
+  EXPECT_TRUE(is(2, HEADERS, 3));
+  EXPECT_TRUE(is(3, DATA, 3));
+  EXPECT_EQ(f[3].payload, "bb");
+}
+
 TEST_F(SessionTest, InitialWindowChangeMovesOpenStreams) {
   open();
   ASSERT_TRUE(session->receive(get(1)));
@@ -786,6 +817,23 @@ TEST_F(SessionTest, ControlFrameFloodEndsWithEnhanceYourCalm) {
   std::string flood;
   for (int i = 0; i < 30; ++i) flood += frame(SETTINGS, 0, 0, "") + frame(PING, 0, 0, "12345678");
   EXPECT_FALSE(session->receive(flood));
+  expect_goaway(ErrorCode::kEnhanceYourCalm);
+}
+
+// Defence: empty frame flood (CVE-2019-9518): DATA without bytes, empty CONTINUATION.
+TEST_F(SessionTest, EmptyFrameFloodEndsWithEnhanceYourCalm) {
+  Options o;
+  o.empty_frame_budget = 20;
+  start(o);
+  ASSERT_TRUE(session->receive(get(1, false)));
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(session->receive(frame(DATA, 0, 1, "")));
+  EXPECT_FALSE(session->receive(frame(DATA, 0, 1, "")));
+  expect_goaway(ErrorCode::kEnhanceYourCalm);
+  start(o);
+  ASSERT_TRUE(session->receive(frame(HEADERS, 0x1, 1, block())));
+  bool ok = true;
+  for (int i = 0; i < 30 && ok; ++i) ok = session->receive(frame(CONTINUATION, 0, 1, ""));
+  EXPECT_FALSE(ok);
   expect_goaway(ErrorCode::kEnhanceYourCalm);
 }
 
