@@ -183,7 +183,12 @@ class UringPoller final : public Poller {
       io_uring_cqe_seen(&ring_, cqe);
       if (data & kUpdate) {
         on_update_failed(data & ~kUpdate, res);
-      } else if (!(data & kRemoval)) {  // a removal answers 0 or -ENOENT (it had ended): fine
+      } else if (data & kRemoval) {
+        // 0, or -ENOENT (the poll had ended): done. -EALREADY: the kernel was reporting for
+        // that poll just then, and a multishot poll goes on after it, holding its file (the
+        // socket stays open, no FIN): ask again.
+        if (res == -EALREADY) queue_remove(data & ~kRemoval);
+      } else {
         on_poll(data, res, more, events, &n);
       }
     }

@@ -1,6 +1,7 @@
 // The semantics the connections rely on (docs/io_uring.md), checked on both backends: what
 // epoll does is the reference, and the io_uring poller must do the same.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -243,6 +244,48 @@ TEST(ChooseBackend, AutoIsIoUringWhereARingCanBeMadeElseEpollWithAReason) {
     EXPECT_EQ(choice.backend, Backend::kEpoll);
     EXPECT_NE(choice.reason.find("io_uring_setup"), std::string::npos) << choice.reason;
   }
+}
+
+}  // namespace
+}  // namespace peregrine::event
+
+namespace peregrine::event {
+namespace {
+
+// TCP over loopback, as a connection lives: bytes read before the socket is registered (the
+// first read after accept), then the client's FIN must be reported.
+TEST_P(PollerTest, TcpFinAfterTheFirstReadIsReported) {
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 64), 0);
+  socklen_t len = sizeof addr;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  for (int i = 0; i < 200; ++i) {
+    int client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::send(client, "GET / HT", 8, 0), 8);
+    if (i % 2) ::shutdown(client, SHUT_WR);
+    int server = -1;
+    while ((server = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) < 0)
+      usleep(100);
+    char buffer[64];
+    while (::recv(server, buffer, sizeof buffer, 0) <= 0) usleep(100);
+    ASSERT_TRUE(poller->add(server, kConnection, &a));
+    if (i % 4 == 0) ::shutdown(client, SHUT_WR);
+    uint32_t seen = 0;
+    for (int round = 0; round < 4 && !(seen & kHangup); ++round) {
+      seen |= readiness_of(wait(100), &a);
+      if (i % 4 == 2) ::shutdown(client, SHUT_WR);
+    }
+    EXPECT_TRUE(seen & kHangup) << "connection " << i;
+    poller->close(server);
+    ::close(client);
+    if (HasFailure()) break;
+  }
+  ::close(listener);
 }
 
 }  // namespace
