@@ -137,7 +137,7 @@ class UringPoller final : public Poller {
     }
     // The kernel re-arms the poll with the new mask and tag, and reports a readiness that is
     // already there, as EPOLL_CTL_MOD does. Should the poll have ended meanwhile, the update's
-    // own completion says so (see on_control).
+    // own completion says so (see on_update_failed).
     io_uring_sqe* sqe = next_sqe();
     io_uring_prep_poll_update(
         sqe, old_tag, tag(fd, slot->generation), poll_mask(interest),

@@ -5,9 +5,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "event/poller.h"
@@ -220,38 +222,6 @@ TEST_P(PollerTest, TimesOutWithNothingReady) {
   EXPECT_TRUE(wait(30).empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, PollerTest,
-                         ::testing::Values(Backend::kEpoll, Backend::kIoUring),
-                         [](const ::testing::TestParamInfo<Backend>& info) {
-                           return std::string(info.param == Backend::kEpoll ? "Epoll" : "IoUring");
-                         });
-
-TEST(ChooseBackend, EpollNeedsNoProbe) {
-  BackendChoice choice = choose_backend(Backend::kEpoll);
-  EXPECT_EQ(choice.backend, Backend::kEpoll);
-  EXPECT_TRUE(choice.ok);
-  EXPECT_TRUE(choice.reason.empty());
-}
-
-TEST(ChooseBackend, AutoIsIoUringWhereARingCanBeMadeElseEpollWithAReason) {
-  BackendChoice wanted = choose_backend(Backend::kIoUring);
-  BackendChoice choice = choose_backend(Backend::kAuto);
-  EXPECT_TRUE(choice.ok);
-  if (wanted.ok) {
-    EXPECT_EQ(choice.backend, Backend::kIoUring);
-    EXPECT_TRUE(choice.reason.empty());
-  } else {
-    EXPECT_EQ(choice.backend, Backend::kEpoll);
-    EXPECT_NE(choice.reason.find("io_uring_setup"), std::string::npos) << choice.reason;
-  }
-}
-
-}  // namespace
-}  // namespace peregrine::event
-
-namespace peregrine::event {
-namespace {
-
 // TCP over loopback, as a connection lives: bytes read before the socket is registered (the
 // first read after accept), then the client's FIN must be reported.
 TEST_P(PollerTest, TcpFinAfterTheFirstReadIsReported) {
@@ -286,6 +256,60 @@ TEST_P(PollerTest, TcpFinAfterTheFirstReadIsReported) {
     if (HasFailure()) break;
   }
   ::close(listener);
+}
+
+// A close while the peer writes: the kernel may be reporting for the poll at the very moment
+// its removal arrives (io_uring answers -EALREADY, and a multishot poll goes on holding the
+// socket). The socket must be gone all the same: the peer's send fails with EPIPE.
+TEST_P(PollerTest, CloseWhileThePeerWritesReleasesTheSocket) {
+  for (int i = 0; i < 300; ++i) {
+    int p[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p), 0);
+    ASSERT_TRUE(poller->add(p[0], kConnection, &a));
+    wait(0);
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {
+      while (!stop.load()) {
+        if (::send(p[1], "x", 1, MSG_NOSIGNAL) < 0 && errno == EPIPE) break;
+      }
+    });
+    poller->close(p[0]);
+    for (int k = 0; k < 3; ++k) wait(1);
+    stop.store(true);
+    writer.join();
+    for (int k = 0; k < 3; ++k) wait(1);
+    errno = 0;
+    EXPECT_EQ(::send(p[1], "x", 1, MSG_NOSIGNAL), -1) << "connection " << i;
+    EXPECT_EQ(errno, EPIPE) << "connection " << i;
+    ::close(p[1]);
+    if (HasFailure()) break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PollerTest,
+                         ::testing::Values(Backend::kEpoll, Backend::kIoUring),
+                         [](const ::testing::TestParamInfo<Backend>& info) {
+                           return std::string(info.param == Backend::kEpoll ? "Epoll" : "IoUring");
+                         });
+
+TEST(ChooseBackend, EpollNeedsNoProbe) {
+  BackendChoice choice = choose_backend(Backend::kEpoll);
+  EXPECT_EQ(choice.backend, Backend::kEpoll);
+  EXPECT_TRUE(choice.ok);
+  EXPECT_TRUE(choice.reason.empty());
+}
+
+TEST(ChooseBackend, AutoIsIoUringWhereARingCanBeMadeElseEpollWithAReason) {
+  BackendChoice wanted = choose_backend(Backend::kIoUring);
+  BackendChoice choice = choose_backend(Backend::kAuto);
+  EXPECT_TRUE(choice.ok);
+  if (wanted.ok) {
+    EXPECT_EQ(choice.backend, Backend::kIoUring);
+    EXPECT_TRUE(choice.reason.empty());
+  } else {
+    EXPECT_EQ(choice.backend, Backend::kEpoll);
+    EXPECT_NE(choice.reason.find("io_uring_setup"), std::string::npos) << choice.reason;
+  }
 }
 
 }  // namespace
