@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Every test tier, twice: a release build and an ASan+UBSan build. Unit tests (GoogleTest),
 # fuzz-corpus replay and integration tests (the real binary driven by curl, python, ab) all run
-# under CTest. Ends with the line "N passed, N failed, N skipped".
+# under CTest; in the release build the integration tier runs a third time, on the io_uring event
+# backend (PEREGRINE_URING_TESTS=off skips that, or names a CTest regex to run fewer). Ends with
+# the line "N passed, N failed, N skipped".
 #
 # What is counted: a GoogleTest case, a fuzz corpus and the style check are one CTest test each;
 # an integration file is one CTest test, but its cases are counted one by one (the harness writes
@@ -22,16 +24,17 @@ failed=0
 skipped=0
 status=0
 
-# Runs CTest in $1 and adds what it counted.
+# Runs CTest in $1 (with any further CTest arguments, e.g. -R REGEX) and adds what it counted.
 run_ctest() {
   local dir=$1
+  shift
   local log results
   log=$(mktemp)
   results=$(mktemp -d)
   # Integration tests start servers on ephemeral ports; two at a time keeps this 2-core box honest.
   PEREGRINE_TEST_RESULTS=$results \
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$dir" --output-on-failure --no-tests=error -j 2 --timeout 300 2>&1 | tee "$log"
+    ctest --test-dir "$dir" --output-on-failure --no-tests=error -j 2 --timeout 300 "$@" 2>&1 | tee "$log"
   local ctest_status=${PIPESTATUS[0]}
   local summary p=0 f=1 s=0
   if summary=$(python3 "$here/ctest-summary.py" "$log" "$results"); then
@@ -61,6 +64,16 @@ run_preset() {
   fi
   echo "=== testing ($preset)"
   run_ctest "build/$preset"
+  # The integration tier once more on the io_uring event backend (docs/io_uring.md), in the
+  # release build only: the harness starts every server with --event-backend io_uring.
+  # PEREGRINE_URING_TESTS narrows it (a CTest regex) or turns it off ("off").
+  local uring_tests=${PEREGRINE_URING_TESTS:-^integration\.}
+  if [ "$preset" = release ] && [ "$uring_tests" != off ]; then
+    echo "=== testing ($preset, integration tier on io_uring)"
+    export PEREGRINE_EVENT_BACKEND=io_uring
+    run_ctest "build/$preset" -R "$uring_tests"
+    unset PEREGRINE_EVENT_BACKEND
+  fi
 }
 
 if [ "${1:-}" = "--ctest-dir" ] && [ $# -eq 2 ]; then

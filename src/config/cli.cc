@@ -43,6 +43,7 @@ enum class Option {
   kPidFile,
   kErrorLog,
   kLogLevel,
+  kEventBackend,
   kUser,
   kFastcgi,
   kProxy,
@@ -75,6 +76,7 @@ constexpr OptionSpec kLongOptions[] = {
     {"pid-file", Option::kPidFile, true},
     {"error-log", Option::kErrorLog, true},
     {"log-level", Option::kLogLevel, true},
+    {"event-backend", Option::kEventBackend, true},
     {"user", Option::kUser, true},
     {"fastcgi", Option::kFastcgi, true},
     {"proxy", Option::kProxy, true},
@@ -205,6 +207,15 @@ std::string apply(Option option, std::string_view shown, const std::string& valu
       cli->log_level = value;
       break;
     }
+    case Option::kEventBackend: {
+      EventBackend backend;
+      if (!detail::parse_event_backend(value, &backend)) {
+        return "invalid value '" + value +
+               "' for --event-backend (expected epoll, io_uring or auto)";
+      }
+      cli->event_backend = value;
+      break;
+    }
   }
   return "";
 }
@@ -238,6 +249,11 @@ void apply_common(const CommandLine& cli, const std::string& cwd, Config* config
   if (!cli.log_level.empty() && !detail::parse_log_level(cli.log_level, &config->log_level)) {
     errors->push_back(cli_error("invalid --log-level '" + cli.log_level + "'",
                                 "one of: debug, info, warn, error"));
+  }
+  if (!cli.event_backend.empty() &&
+      !detail::parse_event_backend(cli.event_backend, &config->event_backend)) {
+    errors->push_back(cli_error("invalid --event-backend '" + cli.event_backend + "'",
+                                "one of: epoll, io_uring, auto"));
   }
   if (!cli.user.empty()) {
     if (detail::user_exists(cli.user)) {
@@ -702,6 +718,9 @@ std::string usage() {
       --pid-file PATH      write the process id to PATH
       --error-log stderr|stdout|PATH
       --log-level debug|info|warn|error
+      --event-backend epoll|io_uring|auto
+                           how workers wait for sockets (default epoll); auto: io_uring where
+                           the kernel allows it, else epoll
       --user NAME          drop privileges to NAME after binding (when started as root)
       --fastcgi ADDR       run PHP: send requests for --root DIR to the FastCGI server ADDR
                            (unix:/run/php/php8.2-fpm.sock or 127.0.0.1:9000); *.php runs there,
@@ -737,8 +756,8 @@ std::string usage() {
   -v, --version            show the version and exit
 
 Options take "--opt value" or "--opt=value". Without -c, Peregrine serves one site built
-from these options. With -c FILE, --workers, --pid-file, --error-log, --log-level, --user
-and --access-log override the file; --listen, --root, --fastcgi, --fastcgi-conns, --proxy
+from these options. With -c FILE, --workers, --pid-file, --error-log, --log-level, --user,
+--event-backend and --access-log override the file; --listen, --root, --fastcgi, --fastcgi-conns, --proxy
 and --max-body belong in the file.
 
 Signals: TERM/INT stop now, QUIT stops gracefully, HUP reloads the configuration,

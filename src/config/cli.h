@@ -22,6 +22,7 @@ struct CommandLine {
   std::string pid_file;                                   // --pid-file PATH
   std::string error_log;                                  // --error-log PATH
   std::string log_level;                                  // --log-level L
+  std::string event_backend;                              // --event-backend B
   std::string user;                                       // --user NAME
   std::string fastcgi;             // --fastcgi ADDR: every path to php-fpm (needs --root)
   std::string fastcgi_conns;       // --fastcgi-conns N: the cap on connections to it ("" = find)
@@ -47,9 +48,10 @@ CommandLineResult parse_command_line(int argc, const char* const* argv);
 
 std::string usage();
 
-// From the file when -c is given (then --workers, --pid-file, --error-log, --log-level, --user
-// and --access-log override the file's values; --listen/--root with -c is an error). Otherwise
-// quick mode: listen = --listen values or 127.0.0.1:8080; one default site serving --root, or
+// From the file when -c is given (then --workers, --pid-file, --error-log, --log-level, --user,
+// --event-backend and --access-log override the file's values; --listen/--root with -c is an
+// error). Otherwise quick mode: listen = --listen values or 127.0.0.1:8080; one default site
+// serving --root, or
 // ./www when it exists, or else a built-in welcome page. --fastcgi ADDR (with --root) sends every
 // path to a FastCGI back end with a front controller (try_files $uri $uri/ /index.php?$args);
 // --proxy URL (several: one round-robin group) proxies every path; --proxy /prefix/=URL proxies

@@ -361,6 +361,10 @@ struct Site {
 
 using peregrine::LogLevel;  // core/log.h
 
+// `event_backend`: how workers wait for readiness (event/poller.h has the backends; the process
+// turns this into one at start, see docs/io_uring.md).
+enum class EventBackend { kEpoll, kIoUring, kAuto };
+
 struct Config {
   std::string source;  // file path, or "<command line>"
   std::string
@@ -372,6 +376,8 @@ struct Config {
   std::string pid_file;
   std::string error_log = "stderr";
   LogLevel log_level = LogLevel::kInfo;
+  // Read at start: a reload keeps the running backend.
+  EventBackend event_backend = EventBackend::kEpoll;
   std::string server_header = "peregrine";  // Server: value; "" sends none
   Limits limits;
   ClientAddress client_address;

@@ -54,7 +54,7 @@ constexpr int64_t kMaxConnections = 1 << 20;
 const std::vector<std::string_view> kTopKeys = {
     "listen",    "workers",        "user",       "group",      "pid_file", "error_log",
     "log_level", "server_header",  "limits",     "mime_types", "upstream", "site",
-    "tls",       "client_address", "request_id", "limit",      "admin"};
+    "tls",       "client_address", "request_id", "limit",      "admin",    "event_backend"};
 const std::vector<std::string_view> kLimitKeys = {
     "header_timeout",   "keepalive_timeout", "body_timeout",
     "send_timeout",     "shutdown_timeout",  "max_connections",
@@ -482,6 +482,16 @@ class Loader {
         std::string suggestion = closest_match(value, detail::kLogLevels);
         reader_.error(node->source(), "unknown log level \"" + value + "\"",
                       suggestion.empty() ? "one of: debug, info, warn, error"
+                                         : "did you mean '" + suggestion + "'?");
+      }
+    }
+    if (const toml::node* node = root.get("event_backend")) {
+      std::string value;
+      if (reader_.read_string(*node, "event_backend", &value) &&
+          !detail::parse_event_backend(value, &config_.event_backend)) {
+        std::string suggestion = closest_match(value, detail::kEventBackends);
+        reader_.error(node->source(), "unknown event backend \"" + value + "\"",
+                      suggestion.empty() ? "one of: epoll, io_uring, auto"
                                          : "did you mean '" + suggestion + "'?");
       }
     }

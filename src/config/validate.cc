@@ -101,6 +101,19 @@ bool parse_log_level(std::string_view text, LogLevel* out) {
   return true;
 }
 
+bool parse_event_backend(std::string_view text, EventBackend* out) {
+  if (text == "epoll") {
+    *out = EventBackend::kEpoll;
+  } else if (text == "io_uring") {
+    *out = EventBackend::kIoUring;
+  } else if (text == "auto") {
+    *out = EventBackend::kAuto;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 std::string absolute_path(std::string_view path, const std::string& base_dir) {
   fs::path p(path);
   if (p.is_relative()) p = fs::path(base_dir) / p;

@@ -23,6 +23,10 @@ bool group_exists(const std::string& name);
 bool parse_log_level(std::string_view text, LogLevel* out);
 inline const std::vector<std::string_view> kLogLevels = {"debug", "info", "warn", "error"};
 
+// `event_backend` and --event-backend: "epoll", "io_uring" or "auto".
+bool parse_event_backend(std::string_view text, EventBackend* out);
+inline const std::vector<std::string_view> kEventBackends = {"epoll", "io_uring", "auto"};
+
 // `path` made absolute against `base_dir` (which is absolute) and lexically normalised.
 std::string absolute_path(std::string_view path, const std::string& base_dir);
 // The directory of `file`, absolute (against the current directory).

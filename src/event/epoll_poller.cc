@@ -35,6 +35,7 @@ class EpollPoller final : public Poller {
     return epoll_ctl(fd_, EPOLL_CTL_MOD, fd, &ev) == 0;
   }
   void remove(int fd) override { epoll_ctl(fd_, EPOLL_CTL_DEL, fd, nullptr); }
+  void close(int fd) override { ::close(fd); }  // also leaves the epoll set
 
   int wait(int timeout_ms, ReadyEvent* events, int capacity) override {
     if (capacity > kBatch) capacity = kBatch;

@@ -1,9 +1,10 @@
-// Readiness notification behind a small interface. epoll is the first backend; an io_uring
-// backend (IORING_OP_POLL_ADD, multishot) can implement the same four calls.
+// Readiness notification behind a small interface, with two backends: epoll, and io_uring
+// (IORING_OP_POLL_ADD: multishot polls, one submission per wait). See docs/io_uring.md.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace peregrine::event {
 
@@ -42,11 +43,35 @@ class Poller {
   virtual bool add(int fd, uint32_t interest, Pollable* target) = 0;
   virtual bool modify(int fd, uint32_t interest, Pollable* target) = 0;
   virtual void remove(int fd) = 0;
+  // Closes a descriptor that may be registered. epoll needs only close(2) (the descriptor leaves
+  // the set); an io_uring poll holds a reference to the file, so it is cancelled first, or the
+  // socket would stay open (no FIN) until the ring goes.
+  virtual void close(int fd) = 0;
   // Waits up to timeout_ms (-1: forever) and fills at most `capacity` events; returns the count,
   // 0 on timeout or interruption.
   virtual int wait(int timeout_ms, ReadyEvent* events, int capacity) = 0;
 };
 
 std::unique_ptr<Poller> make_epoll_poller();
+
+// Null when no ring can be made here; then `error` says why (strerror and what causes it).
+std::unique_ptr<Poller> make_uring_poller(std::string* error);
+
+enum class Backend { kEpoll, kIoUring, kAuto };
+
+struct BackendChoice {
+  Backend backend = Backend::kEpoll;  // kEpoll or kIoUring, never kAuto
+  std::string reason;                 // why io_uring cannot be used ("" when it can or is unasked)
+  bool ok = true;                     // false: io_uring was asked for explicitly and is unavailable
+};
+
+// Probes io_uring once (a small ring made and freed) when `wanted` is kIoUring or kAuto. kAuto
+// falls back to epoll where io_uring is unavailable (ENOSYS, EPERM from kernel.io_uring_disabled
+// or a seccomp filter, a kernel older than 5.19).
+BackendChoice choose_backend(Backend wanted);
+
+// The poller of a chosen backend. A ring that cannot be made although the probe could (memory)
+// falls back to epoll with an error-log line.
+std::unique_ptr<Poller> make_poller(Backend backend);
 
 }  // namespace peregrine::event

@@ -941,8 +941,8 @@ void Connection::close_now() {
   // other one flushed it before returning): they are ours and must not reach the next client.
   worker_.scratch_output().clear();
   event::TimerList::disarm(timer);
-  if (tls_) tls_->shutdown();  // close_notify, best effort
-  ::close(fd_);                // also removes it from the epoll set
+  if (tls_) tls_->shutdown();   // close_notify, best effort
+  worker_.poller().close(fd_);  // leaves the poller too (io_uring: its poll is cancelled)
   release_buffer();
   pending_.reset();
   drop_flight();

@@ -900,7 +900,7 @@ void Http2Connection::close_now() {
   }
   event::TimerList::disarm(timer);
   if (tls_) tls_->shutdown();  // close_notify once, best effort
-  ::close(fd_);
+  worker_.poller().close(fd_);
   tls_.reset();
   pending_.clear();
   pending_.shrink_to_fit();

@@ -502,6 +502,27 @@ pid_t spawn(int spawner, const std::vector<std::string>& texts, const std::vecto
   return pid;
 }
 
+// The event backend, chosen once for the process (a reload keeps it). Logs the choice when it
+// is not the default, and why io_uring cannot be used when it was asked for.
+event::BackendChoice choose_backend(const config::Config& config) {
+  event::Backend wanted = event::Backend::kEpoll;
+  if (config.event_backend == config::EventBackend::kIoUring) wanted = event::Backend::kIoUring;
+  if (config.event_backend == config::EventBackend::kAuto) wanted = event::Backend::kAuto;
+  event::BackendChoice choice = event::choose_backend(wanted);
+  if (!choice.ok) {
+    LOG_ERROR(
+        "event_backend = \"io_uring\": io_uring is unavailable here: %s (hint: set "
+        "event_backend = \"auto\" to fall back to epoll, or \"epoll\")",
+        choice.reason.c_str());
+  } else if (!choice.reason.empty()) {
+    LOG_WARN("event_backend = \"auto\": using epoll, io_uring is unavailable: %s",
+             choice.reason.c_str());
+  } else if (choice.backend == event::Backend::kIoUring) {
+    LOG_INFO("event backend: io_uring");
+  }
+  return choice;
+}
+
 }  // namespace
 
 int worker_count(const config::Config& config) {
@@ -870,6 +891,11 @@ int ServerProcess::run() {
     if (ready_fd_ <= STDERR_FILENO || fcntl(ready_fd_, F_SETFD, FD_CLOEXEC) != 0) ready_fd_ = -1;
   }
 
+  const event::BackendChoice backend = choose_backend(*config_);
+  if (!backend.ok) {
+    if (ready_fd_ >= 0) ::close(ready_fd_);
+    return 1;
+  }
   const int workers = worker_count(*config_);
   std::vector<std::vector<int>> listen_fds(static_cast<size_t>(workers));
   std::string error;
@@ -892,7 +918,7 @@ int ServerProcess::run() {
     // /var/log stays writable after the switch to an unprivileged user, as with nginx's master.
     for (int i = 0; i < workers; ++i) {
       pool.push_back(std::make_unique<Worker>(i, listen_fds[static_cast<size_t>(i)], config_,
-                                              registry_, log_writer, workers));
+                                              registry_, log_writer, workers, backend.backend));
       if (!pool.back()->ok()) {
         LOG_ERROR("%s", pool.back()->error().c_str());
         status = 1;

@@ -83,9 +83,10 @@ void Listener::close() {
 }
 
 Worker::Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config::Config> config,
-               const HandlerRegistry& registry, AccessLogWriter& log_writer, int total_workers)
+               const HandlerRegistry& registry, AccessLogWriter& log_writer, int total_workers,
+               event::Backend backend)
     : id_(id),
-      poller_(event::make_epoll_poller()),
+      poller_(event::make_poller(backend)),
       registry_(registry),
       log_writer_(log_writer),
       total_workers_(total_workers),

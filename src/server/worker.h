@@ -72,9 +72,11 @@ class BufferPool {
 class Worker {
  public:
   // Builds the worker's route table from `config`; check ok() before run(). `listen_fds` holds
-  // one socket per `config->listen` entry, in that order.
+  // one socket per `config->listen` entry, in that order. `backend`: the process's choice
+  // (event::choose_backend, made once at start).
   Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config::Config> config,
-         const HandlerRegistry& registry, AccessLogWriter& log_writer, int total_workers);
+         const HandlerRegistry& registry, AccessLogWriter& log_writer, int total_workers,
+         event::Backend backend = event::Backend::kEpoll);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

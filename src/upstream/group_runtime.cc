@@ -341,7 +341,7 @@ void GroupRuntime::close(UpstreamConnection* c) {
   }
   if (c->idle_) unlink_idle(c);
   event::TimerList::disarm(c->idle_timer_);
-  ::close(c->fd_);  // also leaves the epoll set
+  poller_.close(c->fd_);  // leaves the poller too (io_uring: its poll is cancelled)
   c->fd_ = -1;
   c->user_ = nullptr;
   event::dispose_later(c);

@@ -28,6 +28,10 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 
 PEREGRINE_BIN = os.environ.get("PEREGRINE_BIN") or os.path.join(REPO, "build/release/peregrine")
 HELLO_BIN = os.environ.get("HELLO_BIN") or os.path.join(os.path.dirname(PEREGRINE_BIN), "hello")
+# The integration tier's second pass (scripts/run-tests.sh): every peregrine the harness starts
+# gets --event-backend with this value ("io_uring" makes a server that cannot have it fail to
+# start, so the pass cannot quietly run on epoll).
+EVENT_BACKEND = os.environ.get("PEREGRINE_EVENT_BACKEND", "")
 
 LISTEN_RE = re.compile(rb"listening on 127\.0\.0\.1:(\d+)")
 SANITIZER_MARKERS = (b"AddressSanitizer", b"LeakSanitizer", b"UndefinedBehaviorSanitizer",
@@ -98,6 +102,8 @@ class ServerProcess:
 
     def __init__(self, argv, workdir, log_path=None, name="server"):
         self.argv = list(argv)
+        if EVENT_BACKEND and self.argv and self.argv[0] == PEREGRINE_BIN:
+            self.argv += ["--event-backend", EVENT_BACKEND]
         self.workdir = workdir
         self.name = name
         self.stdout_path = os.path.join(workdir, f"{name}.stdout")

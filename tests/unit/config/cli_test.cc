@@ -179,11 +179,18 @@ TEST(CommandLine, InvalidLogLevel) {
             "invalid value 'loud' for --log-level (expected debug, info, warn or error)");
 }
 
+TEST(CommandLine, EventBackend) {
+  EXPECT_EQ(parse({"--event-backend", "io_uring"}).cli.event_backend, "io_uring");
+  EXPECT_EQ(parse({"--event-backend=auto"}).cli.event_backend, "auto");
+  EXPECT_EQ(parse({"--event-backend", "uring"}).error,
+            "invalid value 'uring' for --event-backend (expected epoll, io_uring or auto)");
+}
+
 TEST(CommandLine, UsageMentionsEveryOption) {
   std::string text = usage();
-  for (const char* option :
-       {"-c", "-t", "--listen", "--root", "--workers", "--access-log", "--pid-file", "--error-log",
-        "--log-level", "--user", "--max-body", "--help", "--version", "HUP", "QUIT", "USR1"}) {
+  for (const char* option : {"-c", "-t", "--listen", "--root", "--workers", "--access-log",
+                             "--pid-file", "--error-log", "--log-level", "--user", "--max-body",
+                             "--event-backend", "--help", "--version", "HUP", "QUIT", "USR1"}) {
     EXPECT_NE(text.find(option), std::string::npos) << option;
   }
 }
@@ -243,6 +250,26 @@ TEST_F(CliTest, QuickModeWithRoot) {
   EXPECT_EQ(config->workers, 2);
   EXPECT_EQ(config->log_level, LogLevel::kError);
   EXPECT_EQ(config->pid_file, path("peregrine.pid"));
+}
+
+TEST_F(CliTest, EventBackendInQuickModeAndOverFile) {
+  CommandLine cli;
+  cli.event_backend = "auto";
+  auto config = build_ok(cli);
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->event_backend, EventBackend::kAuto);
+
+  fs::create_directory(path("html"));
+  write("peregrine.toml", "event_backend = \"epoll\"\n[[site]]\nroot = \"html\"\n");
+  cli.config_file = "peregrine.toml";
+  cli.event_backend = "io_uring";
+  config = build_ok(cli);
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->event_backend, EventBackend::kIoUring);
+  cli.event_backend.clear();
+  config = build_ok(cli);
+  ASSERT_NE(config, nullptr);
+  EXPECT_EQ(config->event_backend, EventBackend::kEpoll);
 }
 
 TEST_F(CliTest, QuickModeAccessLogOverride) {

@@ -349,7 +349,7 @@ root = "www"
 )"),
             "1:1: unknown key 'colour' at the top level (hint: valid keys: listen, workers, user, "
             "group, pid_file, error_log, log_level, server_header, limits, mime_types, upstream, "
-            "site, tls, client_address, request_id, limit, admin)");
+            "site, tls, client_address, request_id, limit, admin, event_backend)");
 }
 
 TEST_F(LoadTest, UnknownSectionIsAnUnknownKey) {
@@ -360,7 +360,7 @@ workers = 2
 )"),
             "3:2: unknown key 'server' at the top level (hint: valid keys: listen, workers, user, "
             "group, pid_file, error_log, log_level, server_header, limits, mime_types, upstream, "
-            "site, tls, client_address, request_id, limit, admin)");
+            "site, tls, client_address, request_id, limit, admin, event_backend)");
 }
 
 TEST_F(LoadTest, TopLevelKeyAfterASectionHeaderSaysWhy) {
@@ -509,6 +509,24 @@ TEST_F(LoadTest, UnknownLogLevel) {
             "1:13: unknown log level \"warning\" (hint: did you mean 'warn'?)");
   EXPECT_EQ(error("log_level = \"verbose\"\n[[site]]\nroot = \"www\"\n"),
             "1:13: unknown log level \"verbose\" (hint: one of: debug, info, warn, error)");
+}
+
+TEST_F(LoadTest, EventBackend) {
+  EXPECT_EQ(load_ok("[[site]]\nroot = \"www\"\n")->event_backend, EventBackend::kEpoll);
+  EXPECT_EQ(load_ok("event_backend = \"io_uring\"\n[[site]]\nroot = \"www\"\n")->event_backend,
+            EventBackend::kIoUring);
+  EXPECT_EQ(load_ok("event_backend = \"auto\"\n[[site]]\nroot = \"www\"\n")->event_backend,
+            EventBackend::kAuto);
+  EXPECT_EQ(load_ok("event_backend = \"epoll\"\n[[site]]\nroot = \"www\"\n")->event_backend,
+            EventBackend::kEpoll);
+}
+
+TEST_F(LoadTest, UnknownEventBackend) {
+  EXPECT_EQ(error("event_backend = \"iouring\"\n[[site]]\nroot = \"www\"\n"),
+            "1:17: unknown event backend \"iouring\" (hint: did you mean 'io_uring'?)");
+  EXPECT_EQ(error("event_backend = \"kqueue\"\n[[site]]\nroot = \"www\"\n"),
+            "1:17: unknown event backend \"kqueue\" (hint: one of: epoll, io_uring, auto)");
+  EXPECT_EQ(error("event_backend = 1\n[[site]]\nroot = \"www\"\n").substr(0, 5), "1:17:");
 }
 
 TEST_F(LoadTest, ErrorLogCannotBeOff) {

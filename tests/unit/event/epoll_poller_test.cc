@@ -32,14 +32,16 @@ int listen_unix(const std::string& path) {
 }
 
 // Pollers blocked in wait() on one shared listening socket: a connection wakes how many?
-int woken_by_one_connection(uint32_t interest) {
+int woken_by_one_connection(uint32_t interest, bool io_uring = false) {
   const std::string path = "/tmp/peregrine-poller-test-" + std::to_string(getpid());
   const int listener = listen_unix(path);
   constexpr int kPollers = 3;
   Nothing target;
   std::vector<std::unique_ptr<Poller>> pollers;
   for (int i = 0; i < kPollers; ++i) {
-    pollers.push_back(make_epoll_poller());
+    std::string error;
+    pollers.push_back(io_uring ? make_uring_poller(&error) : make_epoll_poller());
+    if (!pollers.back()) return -1;
     EXPECT_TRUE(pollers.back()->add(listener, interest, &target));
   }
   std::atomic<int> woken{0};
@@ -69,6 +71,17 @@ TEST(EpollPoller, ExclusiveListenerWakesOneWaiter) {
 
 TEST(EpollPoller, SharedListenerWithoutExclusiveWakesEveryWaiter) {
   EXPECT_EQ(woken_by_one_connection(kReadable), 3);
+}
+
+// The io_uring poller passes EPOLLEXCLUSIVE to its polls: the same wake-one.
+TEST(UringPoller, ExclusiveListenerWakesOneWaiter) {
+  if (!choose_backend(Backend::kIoUring).ok) GTEST_SKIP() << "io_uring unavailable";
+  EXPECT_EQ(woken_by_one_connection(kReadable | kExclusive, true), 1);
+}
+
+TEST(UringPoller, SharedListenerWithoutExclusiveWakesEveryWaiter) {
+  if (!choose_backend(Backend::kIoUring).ok) GTEST_SKIP() << "io_uring unavailable";
+  EXPECT_EQ(woken_by_one_connection(kReadable, true), 3);
 }
 
 }  // namespace

@@ -1,0 +1,316 @@
+// The semantics the connections rely on (docs/io_uring.md), checked on both backends: what
+// epoll does is the reference, and the io_uring poller must do the same.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "event/poller.h"
+
+namespace peregrine::event {
+namespace {
+
+struct Target : Pollable {
+  void on_ready(uint32_t) override {}
+};
+
+std::unique_ptr<Poller> make(Backend backend) {
+  if (backend == Backend::kEpoll) return make_epoll_poller();
+  std::string error;
+  std::unique_ptr<Poller> poller = make_uring_poller(&error);
+  EXPECT_TRUE(poller) << error;
+  return poller;
+}
+
+class PollerTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Backend::kIoUring && !choose_backend(Backend::kIoUring).ok)
+      GTEST_SKIP() << "io_uring unavailable: " << choose_backend(Backend::kIoUring).reason;
+    poller = make(GetParam());
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair), 0);
+  }
+  void TearDown() override {
+    for (int fd : pair)
+      if (fd >= 0) ::close(fd);
+  }
+
+  // The events one wait() reports, as (target, readiness).
+  std::vector<ReadyEvent> wait(int timeout_ms = 200) {
+    ReadyEvent events[16];
+    int n = poller->wait(timeout_ms, events, 16);
+    return std::vector<ReadyEvent>(events, events + n);
+  }
+  uint32_t readiness_of(const std::vector<ReadyEvent>& events, const Pollable* target) {
+    uint32_t r = 0;
+    for (const ReadyEvent& e : events)
+      if (e.target == target) r |= e.readiness;
+    return r;
+  }
+  void send_byte(int fd) { ASSERT_EQ(::send(fd, "x", 1, MSG_NOSIGNAL), 1); }
+  void drain(int fd) {
+    char buffer[4096];
+    while (::recv(fd, buffer, sizeof buffer, 0) > 0) {
+    }
+  }
+
+  std::unique_ptr<Poller> poller;
+  int pair[2] = {-1, -1};
+  Target a, b;
+};
+
+constexpr uint32_t kConnection = kReadable | kWritable | kEdgeTriggered;
+
+TEST_P(PollerTest, ReportsReadabilityAndWritability) {
+  ASSERT_TRUE(poller->add(pair[0], kConnection, &a));
+  std::vector<ReadyEvent> events = wait();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].target, &a);
+  EXPECT_EQ(events[0].readiness, uint32_t{kOut});  // writable at once, nothing to read
+  send_byte(pair[1]);
+  events = wait();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].readiness & kIn);
+}
+
+TEST_P(PollerTest, EdgeTriggeredReportsOnlyNewInput) {
+  ASSERT_TRUE(poller->add(pair[0], kConnection, &a));
+  wait();  // the first report: writable
+  send_byte(pair[1]);
+  EXPECT_TRUE(readiness_of(wait(), &a) & kIn);
+  // Not read: nothing new, no second report (epoll's EPOLLET).
+  EXPECT_TRUE(wait(50).empty());
+  // New bytes are a new edge, read or not; after a drain too, for as many times as it happens.
+  for (int i = 0; i < 3; ++i) {
+    send_byte(pair[1]);
+    EXPECT_TRUE(readiness_of(wait(), &a) & kIn) << i;
+    drain(pair[0]);
+    EXPECT_TRUE(wait(50).empty()) << i;
+  }
+}
+
+TEST_P(PollerTest, ReportsThePeersClose) {
+  ASSERT_TRUE(poller->add(pair[0], kConnection, &a));
+  wait();
+  ::close(pair[1]);
+  pair[1] = -1;
+  EXPECT_TRUE(readiness_of(wait(), &a) & kHangup);
+}
+
+TEST_P(PollerTest, LevelTriggeredReportsUntilDrained) {
+  ASSERT_TRUE(poller->add(pair[0], kReadable, &a));
+  EXPECT_TRUE(wait(50).empty());
+  send_byte(pair[1]);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(readiness_of(wait(), &a), uint32_t{kIn}) << i;
+  drain(pair[0]);
+  EXPECT_TRUE(wait(50).empty());
+  send_byte(pair[1]);
+  EXPECT_EQ(readiness_of(wait(), &a), uint32_t{kIn});
+}
+
+// Readiness already reported by the kernel (queued for the next wait) when the target goes:
+// the target may be freed right after remove(), so it must never be handed back.
+TEST_P(PollerTest, RemoveDropsAPendingEvent) {
+  ASSERT_TRUE(poller->add(pair[0], kConnection, &a));
+  wait();
+  send_byte(pair[1]);
+  if (GetParam() == Backend::kIoUring) {
+    // Let the completion reach the ring before the removal is even queued: one wait() with a
+    // zero timeout would reap it, so give the kernel a moment instead.
+    usleep(20 * 1000);
+  }
+  poller->remove(pair[0]);
+  EXPECT_TRUE(wait(50).empty());
+  send_byte(pair[1]);
+  EXPECT_TRUE(wait(50).empty());
+}
+
+// The same descriptor number registered again for another target (a connection handed over to
+// HTTP/2, or a new socket with a reused number): only the new target is reported.
+TEST_P(PollerTest, ReAddAfterRemoveReportsTheNewTargetOnly) {
+  ASSERT_TRUE(poller->add(pair[0], kConnection, &a));
+  wait();
+  send_byte(pair[1]);
+  usleep(20 * 1000);
+  poller->remove(pair[0]);
+  ASSERT_TRUE(poller->add(pair[0], kConnection, &b));
+  std::vector<ReadyEvent> events = wait();
+  EXPECT_EQ(readiness_of(events, &a), 0u);
+  EXPECT_TRUE(readiness_of(events, &b) & kOut);
+}
+
+TEST_P(PollerTest, CloseDropsPendingEventsAndReleasesTheSocket) {
+  ASSERT_TRUE(poller->add(pair[0], kConnection, &a));
+  wait();
+  send_byte(pair[1]);
+  usleep(20 * 1000);
+  drain(pair[0]);  // (unread bytes would make the close a reset)
+  poller->close(pair[0]);
+  pair[0] = -1;
+  EXPECT_TRUE(wait(50).empty());
+  // The peer sees the close: end-of-file, not EAGAIN (an io_uring poll left armed would keep
+  // the socket open).
+  char c;
+  EXPECT_EQ(::recv(pair[1], &c, 1, 0), 0) << std::strerror(errno);
+}
+
+TEST_P(PollerTest, ModifyAddsWritabilityAndReportsItAtOnce) {
+  ASSERT_TRUE(poller->add(pair[0], kReadable | kEdgeTriggered, &a));
+  EXPECT_TRUE(wait(50).empty());  // writable, but not asked
+  ASSERT_TRUE(poller->modify(pair[0], kConnection, &a));
+  EXPECT_EQ(readiness_of(wait(), &a), uint32_t{kOut});  // already writable: reported, as epoll
+  ASSERT_TRUE(poller->modify(pair[0], kReadable | kEdgeTriggered, &b));
+  send_byte(pair[1]);
+  std::vector<ReadyEvent> events = wait();
+  EXPECT_EQ(readiness_of(events, &a), 0u);
+  EXPECT_EQ(readiness_of(events, &b), uint32_t{kIn});
+}
+
+TEST_P(PollerTest, ModifyOrRemoveOfAnUnknownDescriptorFails) {
+  errno = 0;
+  EXPECT_FALSE(poller->modify(pair[0], kConnection, &a));
+  EXPECT_EQ(errno, ENOENT);
+  poller->remove(pair[0]);  // harmless
+  EXPECT_TRUE(wait(20).empty());
+}
+
+// One wait() reports each target once, however many wake-ups it had.
+TEST_P(PollerTest, ManyWakeUpsAreOneEvent) {
+  ASSERT_TRUE(poller->add(pair[0], kConnection, &a));
+  wait();
+  for (int i = 0; i < 5; ++i) {
+    send_byte(pair[1]);
+    usleep(2 * 1000);
+  }
+  std::vector<ReadyEvent> events = wait();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].readiness & kIn);
+}
+
+// More ready descriptors than one wait() may return: the rest come with the next.
+TEST_P(PollerTest, CapacityLeavesTheRestForTheNextWait) {
+  constexpr int kPairs = 40;
+  std::vector<int> fds;
+  std::vector<Target> targets(kPairs);
+  for (int i = 0; i < kPairs; ++i) {
+    int p[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p), 0);
+    fds.push_back(p[0]);
+    fds.push_back(p[1]);
+    ASSERT_TRUE(poller->add(p[0], kConnection, &targets[i]));
+  }
+  int seen = 0;
+  for (int round = 0; round < 10 && seen < kPairs; ++round) {
+    ReadyEvent events[16];
+    int n = poller->wait(200, events, 16);
+    EXPECT_LE(n, 16);
+    seen += n;
+  }
+  EXPECT_EQ(seen, kPairs);
+  EXPECT_TRUE(wait(20).empty());
+  for (int fd : fds) ::close(fd);
+}
+
+TEST_P(PollerTest, TimesOutWithNothingReady) {
+  EXPECT_TRUE(wait(30).empty());
+}
+
+// TCP over loopback, as a connection lives: bytes read before the socket is registered (the
+// first read after accept), then the client's FIN must be reported.
+TEST_P(PollerTest, TcpFinAfterTheFirstReadIsReported) {
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener, 64), 0);
+  socklen_t len = sizeof addr;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  for (int i = 0; i < 200; ++i) {
+    int client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::send(client, "GET / HT", 8, 0), 8);
+    if (i % 2) ::shutdown(client, SHUT_WR);
+    int server = -1;
+    while ((server = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) < 0)
+      usleep(100);
+    char buffer[64];
+    while (::recv(server, buffer, sizeof buffer, 0) <= 0) usleep(100);
+    ASSERT_TRUE(poller->add(server, kConnection, &a));
+    if (i % 4 == 0) ::shutdown(client, SHUT_WR);
+    uint32_t seen = 0;
+    for (int round = 0; round < 4 && !(seen & kHangup); ++round) {
+      seen |= readiness_of(wait(100), &a);
+      if (i % 4 == 2) ::shutdown(client, SHUT_WR);
+    }
+    EXPECT_TRUE(seen & kHangup) << "connection " << i;
+    poller->close(server);
+    ::close(client);
+    if (HasFailure()) break;
+  }
+  ::close(listener);
+}
+
+// A close while the peer writes: the kernel may be reporting for the poll at the very moment
+// its removal arrives (io_uring answers -EALREADY, and a multishot poll goes on holding the
+// socket). The socket must be gone all the same: the peer's send fails with EPIPE.
+TEST_P(PollerTest, CloseWhileThePeerWritesReleasesTheSocket) {
+  for (int i = 0; i < 300; ++i) {
+    int p[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p), 0);
+    ASSERT_TRUE(poller->add(p[0], kConnection, &a));
+    wait(0);
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {
+      while (!stop.load()) {
+        if (::send(p[1], "x", 1, MSG_NOSIGNAL) < 0 && errno == EPIPE) break;
+      }
+    });
+    poller->close(p[0]);
+    for (int k = 0; k < 3; ++k) wait(1);
+    stop.store(true);
+    writer.join();
+    for (int k = 0; k < 3; ++k) wait(1);
+    errno = 0;
+    EXPECT_EQ(::send(p[1], "x", 1, MSG_NOSIGNAL), -1) << "connection " << i;
+    EXPECT_EQ(errno, EPIPE) << "connection " << i;
+    ::close(p[1]);
+    if (HasFailure()) break;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, PollerTest,
+                         ::testing::Values(Backend::kEpoll, Backend::kIoUring),
+                         [](const ::testing::TestParamInfo<Backend>& info) {
+                           return std::string(info.param == Backend::kEpoll ? "Epoll" : "IoUring");
+                         });
+
+TEST(ChooseBackend, EpollNeedsNoProbe) {
+  BackendChoice choice = choose_backend(Backend::kEpoll);
+  EXPECT_EQ(choice.backend, Backend::kEpoll);
+  EXPECT_TRUE(choice.ok);
+  EXPECT_TRUE(choice.reason.empty());
+}
+
+TEST(ChooseBackend, AutoIsIoUringWhereARingCanBeMadeElseEpollWithAReason) {
+  BackendChoice wanted = choose_backend(Backend::kIoUring);
+  BackendChoice choice = choose_backend(Backend::kAuto);
+  EXPECT_TRUE(choice.ok);
+  if (wanted.ok) {
+    EXPECT_EQ(choice.backend, Backend::kIoUring);
+    EXPECT_TRUE(choice.reason.empty());
+  } else {
+    EXPECT_EQ(choice.backend, Backend::kEpoll);
+    EXPECT_NE(choice.reason.find("io_uring_setup"), std::string::npos) << choice.reason;
+  }
+}
+
+}  // namespace
+}  // namespace peregrine::event
