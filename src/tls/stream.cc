@@ -79,8 +79,11 @@ BIO_METHOD* Stream::socket_method() {
 int Stream::read_noting_drain(BIO* bio, char* out, size_t size, size_t* got) {
   const int asked = static_cast<int>(std::min<size_t>(size, INT_MAX));
   const int n = plain_read(bio, out, asked);
-  // A short read, EAGAIN and EOF all mean the kernel had nothing more at that moment.
-  reinterpret_cast<Stream*>(BIO_get_callback_arg(bio))->socket_drained_ = n < asked;
+  // A short read, EAGAIN and EOF all mean the kernel had nothing more at that moment; except
+  // under kTLS receive, where a read returns one record however many wait: read on to EAGAIN.
+  bool drained = n < asked;
+  if (drained && n > 0 && BIO_get_ktls_recv(bio)) drained = false;
+  reinterpret_cast<Stream*>(BIO_get_callback_arg(bio))->socket_drained_ = drained;
   *got = n > 0 ? static_cast<size_t>(n) : 0;
   return n > 0 ? 1 : n;  // the read_ex contract
 }
