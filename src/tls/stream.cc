@@ -1,14 +1,11 @@
 #include "tls/stream.h"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
