@@ -89,11 +89,13 @@ void cached_free(void*, void* p) {
   if (BlockCache::gone()) return BlockCache::release_uncached(p);
   block_cache().release(p);
 }
-voidpf zlib_alloc(voidpf, uInt items, uInt size) {
-  return block_cache().allocate(static_cast<size_t>(items) * size);
+// zlib's hooks go the same way, so a gzip encoder freed after its thread's cache is gone frees
+// straight to the heap too.
+voidpf zlib_alloc(voidpf opaque, uInt items, uInt size) {
+  return cached_alloc(opaque, static_cast<size_t>(items) * size);
 }
-void zlib_free(voidpf, voidpf p) {
-  block_cache().release(p);
+void zlib_free(voidpf opaque, voidpf p) {
+  cached_free(opaque, p);
 }
 
 // log2 of the smallest power of two >= size, within [lo, hi].
