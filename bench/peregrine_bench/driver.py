@@ -21,7 +21,7 @@ from .report import (across_rounds, fmt, median, name_width, print_across_rounds
                      print_load_table, ratio_fields, summarize_load)
 from .scenarios import SCENARIO_ALIASES, SCENARIO_ORDER, SCENARIOS, check_paths_for, make_docroot
 from .tls import make_certificate
-from .servers import ALL_SERVERS, DEFAULT_PEREGRINE, SERVER_CLASSES, Peregrine, peregrine_variant
+from .servers import ALL_SERVERS, DEFAULT_PEREGRINE, KNOWN_SERVERS, SERVER_CLASSES, Peregrine, peregrine_variant
 
 
 def start_servers(names, scen_dir, docroot, nofile, args, check_paths, scenario=None, backend=None):
@@ -232,7 +232,8 @@ def parse_args(argv):
     ap.add_argument("--duration", type=int, default=10, help="seconds per measured run (default 10)")
     ap.add_argument("--warmup", type=int, default=2, help="seconds of warm-up per scenario and server (default 2)")
     ap.add_argument("--servers", default=",".join(ALL_SERVERS),
-                    help=f"comma-separated subset of {','.join(ALL_SERVERS)}")
+                    help=f"comma-separated subset of {','.join(KNOWN_SERVERS)} (default {','.join(ALL_SERVERS)}; "
+                         "peregrine-quick: the same binary in quick mode, from command-line flags)")
     ap.add_argument("--scenarios", default=",".join(SCENARIO_ORDER),
                     help=f"comma-separated subset of {','.join(SCENARIO_ORDER)}; "
                          f"proxy_slow = {','.join(SCENARIO_ALIASES['proxy_slow'])}")
@@ -272,7 +273,7 @@ def parse_args(argv):
                       for x in SCENARIO_ALIASES.get(s.strip(), [s.strip()])]
     for s in args.servers:
         if s not in SERVER_CLASSES:
-            ap.error(f"unknown server {s!r} (known: {', '.join(ALL_SERVERS)})")
+            ap.error(f"unknown server {s!r} (known: {', '.join(KNOWN_SERVERS)})")
     for s in args.scenarios:
         if s not in SCENARIOS:
             ap.error(f"unknown scenario {s!r} (known: {', '.join(SCENARIO_ORDER + list(SCENARIO_ALIASES))})")
@@ -280,7 +281,7 @@ def parse_args(argv):
         ap.error("--runs, --rounds, --duration and --ab-timeout must be >= 1, --warmup >= 0")
     args.peregrine = os.path.abspath(args.peregrine)
     # keep the canonical orders
-    args.servers = [s for s in ALL_SERVERS if s in args.servers]
+    args.servers = [s for s in KNOWN_SERVERS if s in args.servers]
     args.scenarios = [s for s in SCENARIO_ORDER if s in args.scenarios]
     # Internal (kept out of the JSON): the class of each server name; two labelled peregrine
     # binaries take the single peregrine's place.

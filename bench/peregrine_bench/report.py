@@ -113,6 +113,7 @@ def print_load_table(name, sc, result, order, args):
                     f"{sum(r['errors'] for r in runs)}"
                     + "".join(f" ({r['problem']})" for r in runs if r.get("problem")))
     target_lines(name, result, order)
+    quick_vs_config_line(result)
     if result.get("backend"):
         log(f"   back end: {result['backend']['cmdline']}")
     if sc["length"] is None:
@@ -156,6 +157,26 @@ def target_lines(name, result, order):
     bad = [n for n in order if result["servers"].get(n, {}).get("summary", {}).get("errors")]
     if bad:
         log(f"   ERRORS (zero expected in every row): {', '.join(bad)}")
+
+
+# Issue 15: the one-liner (quick mode) costs at most this much the tuned config's CPU per request.
+QUICK_VS_CONFIG_LIMIT = 1.1
+
+
+def quick_vs_config_line(result):
+    """With both peregrine and peregrine-quick in a scenario: the quick mode's CPU per request over
+    the config file's, run by run (run i of the two was measured back to back), and its median."""
+    runs = {n: result["servers"].get(n, {}).get("runs") for n in ("peregrine", "peregrine-quick")}
+    if not all(runs.values()):
+        return
+    pairs = [q["cpu_us_per_req"] / c["cpu_us_per_req"] for c, q in zip(runs["peregrine"], runs["peregrine-quick"])
+             if c.get("cpu_us_per_req") and q.get("cpu_us_per_req")]
+    if not pairs:
+        return
+    m = median(pairs)
+    verdict = "met" if m <= QUICK_VS_CONFIG_LIMIT else "NOT met"
+    log(f"   target peregrine-quick: CPU/request <= {QUICK_VS_CONFIG_LIMIT:.1f}x peregrine (config file), run by "
+        f"run: {', '.join(f'{r:.2f}' for r in pairs)}; median {m:.2f}x ({verdict})")
 
 
 def print_idle_table(name, sc, result, order, args):
