@@ -4,8 +4,10 @@ Fronts: Peregrine's AJP route, Apache 2.4 (event MPM) with mod_jk, Apache with m
 and Peregrine's HTTP proxy to Tomcat's HTTP connector. Pages: small.jsp (663 bytes) and slow.jsp
 (sleeps 4 ms), from tests/integration/ajp_webapp. One Tomcat (tests/integration/tomcat.py) serves
 all fronts; every front runs from its own config in a temp dir on a loopback ephemeral port (never
-a system service). Per run: wrk -t1 --latency, requests/s, p99, errors (socket errors + non-2xx),
-and the front's CPU time per request (schedstat, all its processes and threads).
+a system service). As in bench/run.py, the front runs on CPU 0 and everything else (Tomcat's JVM,
+wrk) on CPU 1, so that a front's CPU and latency are not those of where the scheduler happened to
+put Tomcat's threads. Per run: wrk -t1 --latency, requests/s, p99, errors (socket errors +
+non-2xx), and the front's CPU time per request (schedstat, all its processes and threads).
 
     /usr/bin/python3 bench/peregrine_bench/ajp.py [--duration 5] [--runs 1] [--conns 100,500,1000]
 
@@ -30,6 +32,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
 import tomcat  # noqa: E402
 from peregrine_bench import measure  # noqa: E402
+from peregrine_bench.common import CLIENT_CPU, SERVER_CPU  # noqa: E402
 from peregrine_bench.load import parse_wrk  # noqa: E402
 from peregrine_bench.procs import free_port, http_get  # noqa: E402
 
@@ -50,7 +53,7 @@ class Front:
 
     def start(self):
         self.log = open(os.path.join(self.dir, "console.log"), "wb")
-        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=self.log,
+        self.proc = subprocess.Popen(["taskset", "-c", str(SERVER_CPU)] + self.command(), stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -152,7 +155,7 @@ JkMount /* tomcat""", ["jk"]))
 
 
 def wrk_run(front, path, conns, duration):
-    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", "--timeout", "10s",
+    cmd = ["taskset", "-c", str(CLIENT_CPU), "wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", "--timeout", "10s",
            f"http://127.0.0.1:{front.port}{path}"]
     pids = front.pids()
     s0 = measure.cpu_sample(pids)
@@ -174,12 +177,13 @@ def main(argv=None):
     p.add_argument("--conns", default="100,500,1000")
     p.add_argument("--pages", default=",".join(PAGES))
     p.add_argument("--fronts", default="", help="comma-separated subset of the front names")
-    p.add_argument("--workers", type=int, default=2, help="Peregrine's workers")
+    p.add_argument("--workers", type=int, default=1, help="Peregrine's workers (one CPU: 1)")
     args = p.parse_args(argv)
     conns = [int(c) for c in args.conns.split(",")]
     pages = args.pages.split(",")
     workdir = tempfile.mkdtemp(prefix="peregrine-bench-ajp-")
-    t = tomcat.Tomcat(os.path.join(workdir, "tomcat"), secret=SECRET, threads=400, heap="512m")
+    t = tomcat.Tomcat(os.path.join(workdir, "tomcat"), secret=SECRET, threads=400, heap="512m",
+                      cpus=str(CLIENT_CPU))
     fronts = []
     results = []
     try:
@@ -198,8 +202,9 @@ def main(argv=None):
                 for f in fronts:  # warm-up: JIT and connection pools
                     wrk_run(f, path, c, 2)
                 cells = {f.name: [] for f in fronts}
-                for _ in range(args.runs):
-                    for f in fronts:
+                for i in range(args.runs):
+                    k = i % len(fronts)
+                    for f in fronts[k:] + fronts[:k]:  # rotate the order between runs
                         cells[f.name].append(wrk_run(f, path, c, args.duration))
                 for f in fronts:
                     runs = cells[f.name]
