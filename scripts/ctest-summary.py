@@ -4,10 +4,10 @@
     ctest-summary.py CTEST_LOG [RESULTS_DIR]
 
 CTEST_LOG is CTest's console output; each test has a result line "N/M Test #K: NAME ...  STATUS
-T sec". A GoogleTest case is one CTest test (gtest_discover_tests), so it counts once; its
-GTEST_SKIP shows as CTest's "Skipped". An integration test file is one CTest test, but its harness
-(tests/integration/harness.py) writes each case's outcome to RESULTS_DIR/NAME.tsv: where that
-file exists its cases are counted instead, so a skipped case inside a passing file is seen.
+T sec". A GoogleTest shard or an integration test file is one CTest test, but each writes its
+cases' outcomes (tests/unit/main.cc, tests/integration/harness.py) to RESULTS_DIR/NAME.tsv: where
+that file exists its cases are counted instead, so a skipped case inside a passing file is seen.
+A CTest test without one (a fuzz corpus, the style check) counts once.
 
 Prints the failed and the skipped tests (with the reason where the harness gave one), then a last
 line "PASSED FAILED SKIPPED" for the runner to add up.

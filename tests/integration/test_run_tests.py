@@ -53,7 +53,7 @@ project(runner_test NONE)
 enable_testing()
 add_test(NAME plain.pass COMMAND sh -c "exit 0")
 add_test(NAME plain.fail COMMAND sh -c "echo broken; exit 1")
-# What gtest_discover_tests registers for a GTEST_SKIP (a skip by design: the ASan build).
+# A CTest test that says it skipped in its output (a skip by design).
 add_test(NAME unit.Spares.Recycles COMMAND sh -c "echo '[  SKIPPED ] AddressSanitizer build'")
 set_tests_properties(unit.Spares.Recycles PROPERTIES SKIP_REGULAR_EXPRESSION "\\\\[  SKIPPED \\\\]")
 # The stand-in CMakeLists.txt registers when clang-format is missing.
@@ -67,6 +67,30 @@ foreach(name passing missing_tool all_skipped)
     SKIP_RETURN_CODE 77)
 endforeach()
 '''
+
+
+class UnitTestOutcomes(unittest.TestCase):
+    """The GoogleTest binary, run as CTest's shards, writes each case's outcome (tests/unit/main.cc)
+    where the runner reads an integration file's."""
+
+    def test_each_case_of_a_shard_is_written_for_the_runner(self):
+        unit_tests = os.path.join(os.path.dirname(harness.PEREGRINE_BIN), "unit_tests")
+        if not os.path.exists(unit_tests):
+            self.skipTest(f"no unit_tests beside {harness.PEREGRINE_BIN} (built with PEREGRINE_TESTS=OFF)")
+        with tempfile.TemporaryDirectory() as results:
+            env = dict(os.environ, PEREGRINE_TEST_RESULTS=results, PEREGRINE_CTEST_NAME="unit.shard1of2",
+                       GTEST_TOTAL_SHARDS="2", GTEST_SHARD_INDEX="0")
+            p = subprocess.run([unit_tests, "--gtest_filter=HpackDecoder.*"], env=env,
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout[-2000:])
+            with open(os.path.join(results, "unit.shard1of2.tsv")) as f:
+                rows = [line.split("\t") for line in f.read().splitlines()]
+        ran = [line.split("] ", 1)[1].split(" (")[0] for line in p.stdout.splitlines()
+               if line.startswith("[       OK ]")]
+        self.assertGreater(len(ran), 2, p.stdout[-2000:])
+        # Every case this shard ran, and only those, in order; the other shard runs the rest.
+        self.assertEqual([name for _, name, _ in rows], ran)
+        self.assertEqual({status for status, _, _ in rows}, {"passed"})
 
 
 class RunnerCount(unittest.TestCase):
