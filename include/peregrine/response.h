@@ -72,7 +72,11 @@ class Response {
   // Empties the response and keeps its buffers, for the next one.
   void clear();
   // Bytes of buffer it holds (kept by clear()).
-  size_t capacity() const { return headers_.capacity() + body_.capacity(); }
+  // The segment list counts too: a PHP answer with one short header held 55 string bytes,
+  // under Spares' 64-byte floor, so its buffers were dropped and allocated again per request.
+  size_t capacity() const {
+    return headers_.capacity() + body_.capacity() + segments_.capacity() * sizeof(Segment);
+  }
 
  private:
   int status_ = 200;

@@ -256,11 +256,10 @@ void FastcgiExchange::encode_request_head() {
   // CGI's way to say TLS: PHP's $_SERVER['HTTPS'] (WordPress's is_ssl()) and REQUEST_SCHEME.
   params.add("REQUEST_SCHEME", r.secure ? "https" : "http");
   if (r.secure) params.add("HTTPS", "on");
-  std::string certificate;  // outlives params.write below
-  if (r.tls != nullptr) {   // mod_ssl's names (PHP's $_SERVER['SSL_CLIENT_VERIFY'] ...)
+  if (r.tls != nullptr) {  // mod_ssl's names (PHP's $_SERVER['SSL_CLIENT_VERIFY'] ...)
     params.add("SSL_CLIENT_VERIFY", r.tls->client_verify());
-    certificate = r.tls->client_certificate_pem();
-    if (!certificate.empty()) {  // the views below live as long as the connection
+    const std::string certificate = r.tls->client_certificate_pem();
+    if (!certificate.empty()) {
       params.add("SSL_CLIENT_S_DN", r.tls->client_subject_dn());
       params.add("SSL_CLIENT_I_DN", r.tls->client_issuer_dn());
       params.add("SSL_CLIENT_M_SERIAL", r.tls->client_serial());
@@ -276,7 +275,7 @@ void FastcgiExchange::encode_request_head() {
     params.add_header(h.name, h.value);
   }
   params.add_encoded(handler_.extra_params_);  // last: a configured value overrides ours
-  params.write(out, kRequestId);  // the views above (local, peer, length) are still alive
+  params.write(out, kRequestId);
   append_params_end(out, kRequestId);
   if (!r.has_body()) {
     append_stdin_end(out, kRequestId);

@@ -75,7 +75,7 @@ class FastcgiHandler final : public handlers::StreamHandler {
   };
   std::unordered_map<std::string, StatEntry> stats_;
   std::string scratch_;
-  ParamsBuilder params_;                 // every exchange's PARAMS, gathered before encoding
+  ParamsBuilder params_;                 // every exchange's PARAMS, encoded (reused buffer)
   std::string fixed_params_;             // encoded name-value pairs sent with every request
   std::string extra_params_;             // the route's fastcgi_params, encoded
   std::unique_ptr<char[]> read_buffer_;  // every exchange's reads; decoded before the next one

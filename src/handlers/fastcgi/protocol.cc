@@ -183,73 +183,57 @@ char* put_bytes(char* p, std::string_view bytes) {
 
 }  // namespace
 
+void ParamsBuilder::grow(size_t n) {
+  const size_t capacity = std::max({size_ + n, capacity_ * 2, size_t{1024}});
+  auto bigger = std::make_unique_for_overwrite<char[]>(capacity);
+  std::char_traits<char>::copy(bigger.get(), bytes_.get(), size_);
+  bytes_ = std::move(bigger);
+  capacity_ = capacity;
+}
+
 bool ParamsBuilder::add(std::string_view name, std::string_view value,
                         std::string_view value_tail) {
   const size_t value_size = value.size() + value_tail.size();
   if (name.size() > kMaxNameValueLength || value_size > kMaxNameValueLength) return false;
-  pieces_.push_back({Kind::kPair, name, value, value_tail});
-  size_ += pair_size(name.size(), value_size);
+  char* const start = room(8 + name.size() + value_size);
+  char* p = put_length(start, name.size());
+  p = put_length(p, value_size);
+  p = put_bytes(p, name);
+  p = put_bytes(p, value);
+  p = put_bytes(p, value_tail);
+  size_ += static_cast<size_t>(p - start);
   return true;
 }
 
 bool ParamsBuilder::add_header(std::string_view name, std::string_view value) {
   const size_t name_size = kCgiHeaderPrefix.size() + name.size();
   if (name_size > kMaxNameValueLength || value.size() > kMaxNameValueLength) return false;
-  pieces_.push_back({Kind::kHeader, name, value, {}});
-  size_ += pair_size(name_size, value.size());
+  char* const start = room(8 + name_size + value.size());
+  char* p = put_length(start, name_size);
+  p = put_length(p, value.size());
+  p = put_bytes(p, kCgiHeaderPrefix);
+  p = put_cgi_header_name(p, name);
+  p = put_bytes(p, value);
+  size_ += static_cast<size_t>(p - start);
   return true;
 }
 
 void ParamsBuilder::add_encoded(std::string_view pairs) {
-  if (pairs.empty()) return;
-  pieces_.push_back({Kind::kEncoded, pairs, {}, {}});
+  put_bytes(room(pairs.size()), pairs);
   size_ += pairs.size();
-}
-
-// Writes one piece at p, which has room for it.
-char* ParamsBuilder::put(char* p, const Piece& piece) {
-  switch (piece.kind) {
-    case Kind::kEncoded:
-      return put_bytes(p, piece.name);
-    case Kind::kPair:
-      p = put_length(p, piece.name.size());
-      p = put_length(p, piece.value.size() + piece.value_tail.size());
-      p = put_bytes(p, piece.name);
-      break;
-    case Kind::kHeader:
-      p = put_length(p, kCgiHeaderPrefix.size() + piece.name.size());
-      p = put_length(p, piece.value.size());
-      p = put_bytes(p, kCgiHeaderPrefix);
-      p = put_cgi_header_name(p, piece.name);
-      break;
-  }
-  p = put_bytes(p, piece.value);
-  return put_bytes(p, piece.value_tail);
 }
 
 void ParamsBuilder::write(std::string& out, uint16_t request_id) const {
   if (size_ == 0) return;  // an empty record would end the stream
   if (size_ <= kMaxContentLength) {
     const size_t padding = padding_for(size_);
-    const size_t at = out.size();
-    out.resize(at + kHeaderSize + size_ + padding);  // the padding stays zero
-    char* p = out.data() + at;
-    write_header(p, RecordType::kParams, request_id, size_, padding);
-    p += kHeaderSize;
-    for (const Piece& piece : pieces_) p = put(p, piece);
+    char header[kHeaderSize];
+    write_header(header, RecordType::kParams, request_id, size_, padding);
+    out.append(header, kHeaderSize).append(bytes_.get(), size_).append(padding, '\0');
     return;
   }
-  // More than one record: encode each piece on its own, then let StreamEncoder cut the stream.
-  StreamEncoder stream(out, RecordType::kParams, request_id);
-  std::string piece_bytes;
-  for (const Piece& piece : pieces_) {
-    size_t size = piece.kind == Kind::kEncoded ? piece.name.size()
-                                               : 8 + kCgiHeaderPrefix.size() + piece.name.size() +
-                                                     piece.value.size() + piece.value_tail.size();
-    piece_bytes.resize(size);
-    const char* end = put(piece_bytes.data(), piece);
-    stream.write(std::string_view(piece_bytes.data(), end - piece_bytes.data()));
-  }
+  StreamEncoder stream(out, RecordType::kParams, request_id);  // cuts it into records
+  stream.write(std::string_view(bytes_.get(), size_));
 }
 
 bool append_params(std::string& out, uint16_t request_id, std::span<const NameValue> params) {

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -99,16 +100,14 @@ class StreamEncoder {
   bool open_ = false;
 };
 
-// A request's PARAMS stream, gathered as views and written in one go: with the size known, the
-// output grows once, and a stream that fits one record (nearly every request's, a few hundred
-// bytes) is one header and plain copies; only a larger one goes through StreamEncoder. The views
-// given to add() must stay valid until write(). Reused per handler, so it keeps its capacity.
+// A request's PARAMS stream, encoded pair by pair into a buffer the handler reuses (so it keeps
+// its capacity), then written in one go: a stream that fits one record (nearly every request's,
+// a few hundred bytes) is one header, one copy and the padding; only a larger one goes through
+// StreamEncoder. Each add() encodes at once (callgrind: gathering views first and encoding them
+// in a second pass cost ~2,400 instructions per PHP request, a fifth of the server's user time).
 class ParamsBuilder {
  public:
-  void clear() {
-    pieces_.clear();
-    size_ = 0;
-  }
+  void clear() { size_ = 0; }
   // NAME=value+value_tail (SCRIPT_FILENAME is the root and the script's name, without first
   // joining them). False, and nothing added, if a length cannot be encoded.
   bool add(std::string_view name, std::string_view value, std::string_view value_tail = {});
@@ -121,16 +120,15 @@ class ParamsBuilder {
   void write(std::string& out, uint16_t request_id) const;
 
  private:
-  enum class Kind : uint8_t { kPair, kHeader, kEncoded };
-  struct Piece {
-    Kind kind;
-    std::string_view name;  // kEncoded: the encoded pairs
-    std::string_view value;
-    std::string_view value_tail;
-  };
-  static char* put(char* p, const Piece& piece);
-  std::vector<Piece> pieces_;
-  size_t size_ = 0;  // encoded bytes of all pieces
+  // Room for `n` more bytes at the end; the caller then adds n to size_.
+  char* room(size_t n) {
+    if (capacity_ - size_ < n) grow(n);
+    return bytes_.get() + size_;
+  }
+  void grow(size_t n);
+  std::unique_ptr<char[]> bytes_;  // not zeroed on growth: only what was written is read
+  size_t size_ = 0;
+  size_t capacity_ = 0;
 };
 
 // The empty record that ends a stream (PARAMS, STDIN, DATA).

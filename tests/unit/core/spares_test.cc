@@ -78,5 +78,22 @@ TEST(Spares, AResponseIsClearedBeforeItIsKept) {
   EXPECT_GT(next.capacity(), 0u);
 }
 
+// php-fpm's usual answer: one short header and a borrowed body (the exchange's buffer). Its
+// strings alone hold less than the 64-byte floor; its segment list makes it worth keeping, or
+// every PHP request allocated a header buffer and a segment list again.
+TEST(Spares, AResponseWithOneShortHeaderAndABorrowedBodyIsKept) {
+  Spares<Response>::take(*std::make_unique<Response>());  // empty the list this test checks
+  Response r;
+  r.add_header("Content-Type", "text/html; charset=UTF-8");
+  const std::string body = "hello world";
+  r.append_borrowed_body(body);
+  const size_t capacity = r.capacity();
+  Spares<Response>::give(r);
+  Response next;
+  Spares<Response>::take(next);
+  EXPECT_EQ(next.capacity(), capacity);
+  EXPECT_TRUE(next.segments().empty());
+}
+
 }  // namespace
 }  // namespace peregrine

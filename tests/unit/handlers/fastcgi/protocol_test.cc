@@ -335,6 +335,37 @@ TEST(FastCgiParamsBuilder, SameBytesAsTheStreamEncoder) {
   EXPECT_EQ(built, streamed);
 }
 
+// Each pair is encoded when added: what it was made of may be gone before write().
+TEST(FastCgiParamsBuilder, ValuesNeedNotOutliveAdd) {
+  ParamsBuilder b;
+  {
+    std::string value(200, 'v');
+    std::string header = "X-Temp";
+    ASSERT_TRUE(b.add("NAME", value, std::string("tail")));
+    ASSERT_TRUE(b.add_header(header, value));
+    value.assign(200, 'w');  // overwritten before write()
+    header.assign("Overwritten");
+  }
+  size_t records = 0;
+  const auto pairs = BuiltPairs(b, 1, &records);
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[0], std::make_pair(std::string("NAME"), std::string(200, 'v') + "tail"));
+  EXPECT_EQ(pairs[1], std::make_pair(std::string("HTTP_X_TEMP"), std::string(200, 'v')));
+}
+
+// Growing past the first buffer keeps what was encoded before.
+TEST(FastCgiParamsBuilder, ManyPairsGrowTheBuffer) {
+  ParamsBuilder b;
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(b.add("N" + std::to_string(i), std::to_string(i)));
+  size_t records = 0;
+  const auto pairs = BuiltPairs(b, 3, &records);
+  ASSERT_EQ(pairs.size(), 500u);
+  EXPECT_EQ(pairs[499], std::make_pair(std::string("N499"), std::string("499")));
+  b.clear();  // reused: starts over with its capacity
+  b.add("A", "1");
+  EXPECT_EQ(BuiltPairs(b, 3, &records).size(), 1u);
+}
+
 TEST(FastCgiParamsBuilder, NothingAddedWritesNothing) {
   ParamsBuilder b;
   std::string out = "x";
