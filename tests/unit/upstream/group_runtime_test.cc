@@ -806,6 +806,39 @@ TEST_F(GroupRuntimeConnectionTest, IdleConnectionClosedByTheBackEndLeavesThePool
   EXPECT_EQ(g.take_idle(0, user), nullptr);
 }
 
+// io_uring reports readiness as it was when bytes arrived: a report can come after the last
+// exchange read them and the connection went idle. Only what the socket holds counts.
+TEST_F(GroupRuntimeConnectionTest, StaleReadableReportKeepsAnIdleConnection) {
+  GroupRuntime& g = make_listening();
+  RecordingUser user;
+  UpstreamConnection* c = g.open(0, user);
+  ASSERT_NE(c, nullptr);
+  int peer = accept_peer();
+  pump();
+  g.put_idle(c);
+  static_cast<event::Pollable*>(c)->on_ready(event::kIn);
+  event::dispose_pending();
+  UpstreamConnection* again = g.take_idle(0, user);
+  EXPECT_EQ(again, c);
+  EXPECT_FALSE(peer_closed(peer));
+  if (again) g.close(again);
+  event::dispose_pending();
+}
+
+TEST_F(GroupRuntimeConnectionTest, BytesOnAnIdleConnectionCloseIt) {
+  GroupRuntime& g = make_listening();
+  RecordingUser user;
+  UpstreamConnection* c = g.open(0, user);
+  ASSERT_NE(c, nullptr);
+  int peer = accept_peer();
+  pump();
+  g.put_idle(c);
+  ASSERT_EQ(::send(peer, "x", 1, MSG_NOSIGNAL), 1);  // nobody asked: the protocol is broken
+  EXPECT_EQ(pump(), 1);
+  EXPECT_EQ(g.take_idle(0, user), nullptr);
+  EXPECT_TRUE(peer_closed(peer));
+}
+
 TEST_F(GroupRuntimeConnectionTest, IdleTimeoutClosesAPooledConnection) {
   group_.keepalive_timeout = config::Millis(2000);
   GroupRuntime& g = make_listening();
