@@ -100,8 +100,8 @@ class Http2Stream final : public Downstream, public event::TimerOwner {
 
   bool head_sent_ = false;
   bool body_allowed = true;
-  bool out_done = false;  // nothing more will be queued: EOF once drained
-  bool deferred = false;  // the data source said "later": resume on more bytes
+  bool out_done = false;     // nothing more will be queued: EOF once drained
+  bool deferred = false;     // the data source said "later": resume on more bytes
   bool read_failed = false;  // a body file could not be read: the stream is reset
   bool notify_writable = false;
   bool logged = false;
