@@ -105,6 +105,7 @@ class Http2Stream final : public Downstream, public event::TimerOwner {
   bool read_failed = false;  // a body file could not be read: the stream is reset
   bool notify_writable = false;
   bool logged = false;
+  bool completed = false;  // END_STREAM queued (counted in the connection's completed_)
   int status = 0;
   uint64_t body_bytes_sent = 0;
   char status_text[4] = {};
@@ -185,7 +186,7 @@ void Http2Stream::reset(Http2Connection* connection, int32_t stream_id) {
   held.clear();
   head_sent_ = false;
   body_allowed = true;
-  out_done = deferred = read_failed = notify_writable = logged = false;
+  out_done = deferred = read_failed = notify_writable = logged = completed = false;
   status = 0;
   body_bytes_sent = 0;
   out_.clear();
@@ -301,7 +302,8 @@ void Http2Stream::log(uint64_t bytes) {
       context.tls_cipher = tls->cipher();
     }
     context.connection = conn->serial_;
-    context.connection_requests = static_cast<uint32_t>(conn->completed_ + 1);
+    // This response counts once: a head alone is counted (on_response_complete) before its log.
+    context.connection_requests = static_cast<uint32_t>(conn->completed_ + (completed ? 0 : 1));
     site->access_log->log_custom(request, status, bytes, conn->worker_.clock().wall_seconds,
                                  context);
     return;
@@ -382,7 +384,10 @@ struct Http2Callbacks final : http2::session::Events {
     c.retire(*s);
   }
 
-  void on_response_complete(http2::session::Stream&) override { ++c.completed_; }
+  void on_response_complete(http2::session::Stream& st) override {
+    ++c.completed_;
+    if (Http2Stream* s = stream(st)) s->completed = true;
+  }
 
   void read_body(http2::session::Stream& st, std::string& out, size_t max, bool& last) override {
     if (Http2Stream* s = stream(st)) s->read_body(out, max, last);
