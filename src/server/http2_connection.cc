@@ -714,7 +714,9 @@ void Http2Connection::drain() {
   if (closed_ || draining_) return;
   draining_ = true;
   session_->submit_goaway(ErrorCode::kNoError);
-  settle();
+  // From a stream's head (a per-address limit) this runs inside Session::receive(): the event's
+  // own settle() sends the GOAWAY once receive() has returned.
+  if (!in_event_) settle();
 }
 
 // After a GOAWAY for abuse the client is likely still sending: closing at once would reset the
