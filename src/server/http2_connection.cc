@@ -1,6 +1,5 @@
 #include "server/http2_connection.h"
 
-#include <nghttp2/nghttp2.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,7 +16,6 @@
 #include "handlers/stream_handler.h"
 #include "http/request_id.h"
 #include "http2/headers.h"
-#include "http2/memory.h"
 #include "metrics/metrics.h"
 #include "server/route_table.h"
 #include "server/worker.h"
@@ -26,6 +24,7 @@ namespace peregrine::server {
 
 using handlers::Downstream;
 using handlers::Exchange;
+using http2::session::ErrorCode;
 
 namespace {
 
@@ -63,8 +62,8 @@ class Http2Stream final : public Downstream, public event::TimerOwner {
 
   void reset(Http2Connection* connection, int32_t stream_id);
   size_t queued() const { return queued_; }
-  // nghttp2's data source: copies the next body bytes into `buffer`.
-  ssize_t read_body(uint8_t* buffer, size_t size, uint32_t* flags);
+  // The session's data source: appends at most `max` body bytes to `out` (the batch buffer).
+  void read_body(std::string& out, size_t max, bool& last);
   void append_body(std::string_view bytes);
   // The body a Response carries (bytes copied, file regions read later with pread).
   void append_response_body(const Response& response);
@@ -101,10 +100,12 @@ class Http2Stream final : public Downstream, public event::TimerOwner {
 
   bool head_sent_ = false;
   bool body_allowed = true;
-  bool out_done = false;  // nothing more will be queued: EOF once drained
-  bool deferred = false;  // the data source said "later": resume on more bytes
+  bool out_done = false;     // nothing more will be queued: EOF once drained
+  bool deferred = false;     // the data source said "later": resume on more bytes
+  bool read_failed = false;  // a body file could not be read: the stream is reset
   bool notify_writable = false;
   bool logged = false;
+  bool completed = false;  // END_STREAM queued (counted in the connection's completed_)
   int status = 0;
   uint64_t body_bytes_sent = 0;
   char status_text[4] = {};
@@ -125,7 +126,7 @@ class Http2Stream final : public Downstream, public event::TimerOwner {
 
 namespace {
 
-// Streams end inside nghttp2's callbacks, sometimes while an exchange that just answered is still
+// Streams end inside the session's events, sometimes while an exchange that just answered is still
 // on the stack: they are reused only after the current batch of events.
 struct StreamSpares {
   std::vector<Http2Stream*> spare;
@@ -161,7 +162,7 @@ thread_local std::string batch_buffer;
 thread_local http2::ResponseFields response_fields;
 // A head filtered through a route's header rules, before it becomes fields.
 thread_local std::string edited_head;
-thread_local std::vector<nghttp2_nv> nv_scratch;
+thread_local std::vector<http2::session::Session::Header> field_scratch;
 thread_local std::string held_scratch;
 
 }  // namespace
@@ -185,7 +186,7 @@ void Http2Stream::reset(Http2Connection* connection, int32_t stream_id) {
   held.clear();
   head_sent_ = false;
   body_allowed = true;
-  out_done = deferred = notify_writable = logged = false;
+  out_done = deferred = read_failed = notify_writable = logged = completed = false;
   status = 0;
   body_bytes_sent = 0;
   out_.clear();
@@ -223,21 +224,27 @@ void Http2Stream::append_response_body(const Response& response) {
   }
 }
 
-ssize_t Http2Stream::read_body(uint8_t* buffer, size_t size, uint32_t* flags) {
+void Http2Stream::read_body(std::string& out, size_t max, bool& last) {
   size_t n = 0;
-  while (n < size && part_at_ < parts_.size()) {
+  while (n < max && part_at_ < parts_.size()) {
     Part& p = parts_[part_at_];
-    size_t take = std::min(size - n, p.length);
+    size_t take = std::min(max - n, p.length);
     if (!p.file) {
-      std::memcpy(buffer + n, out_.data() + p.offset, take);
+      out.append(out_, static_cast<size_t>(p.offset), take);
     } else {
-      ssize_t got = ::pread(p.file->fd(), buffer + n, take, p.offset);
+      const size_t at = out.size();
+      out.resize(at + take);
+      ssize_t got = ::pread(p.file->fd(), out.data() + at, take, p.offset);
       if (got <= 0) {
         LOG_ERROR("HTTP/2: reading a response body file failed: %s",
                   got < 0 ? std::strerror(errno) : "file shrank");
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets the stream
+        out.resize(at - n);  // nothing of this frame: the stream is reset after the batch
+        read_failed = true;
+        if (conn) conn->read_failed_ = true;
+        return;
       }
       take = static_cast<size_t>(got);
+      out.resize(at + take);
     }
     p.offset += static_cast<off_t>(take);
     p.length -= take;
@@ -254,10 +261,9 @@ ssize_t Http2Stream::read_body(uint8_t* buffer, size_t size, uint32_t* flags) {
     out_.clear();
     part_at_ = 0;
     if (out_done) {
-      *flags |= NGHTTP2_DATA_FLAG_EOF;
+      last = true;
     } else if (n == 0) {
-      deferred = true;
-      return NGHTTP2_ERR_DEFERRED;
+      deferred = true;  // nothing appended: the session waits for resume_data()
     }
   } else if (part_at_ > 0 && out_.size() > 2 * kHighWater && !parts_[part_at_].file) {
     // A long streamed body: drop what has been sent rather than let out_ grow.
@@ -269,7 +275,6 @@ ssize_t Http2Stream::read_body(uint8_t* buffer, size_t size, uint32_t* flags) {
       if (!p.file) p.offset -= static_cast<off_t>(cut);
   }
   if (notify_writable && queued_ < kLowWater && conn) conn->writable_waiting_ = true;
-  return static_cast<ssize_t>(n);
 }
 
 void Http2Stream::log(uint64_t bytes) {
@@ -297,7 +302,8 @@ void Http2Stream::log(uint64_t bytes) {
       context.tls_cipher = tls->cipher();
     }
     context.connection = conn->serial_;
-    context.connection_requests = static_cast<uint32_t>(conn->completed_ + 1);
+    // This response counts once: a head alone is counted (on_response_complete) before its log.
+    context.connection_requests = static_cast<uint32_t>(conn->completed_ + (completed ? 0 : 1));
     site->access_log->log_custom(request, status, bytes, conn->worker_.clock().wall_seconds,
                                  context);
     return;
@@ -310,185 +316,91 @@ void Http2Stream::log(uint64_t bytes) {
   site->access_log->log(request, status, bytes, conn->worker_.clock().wall_seconds);
 }
 
-// ---- nghttp2 callbacks -------------------------------------------------------------------------
+// ---- The session's events ---------------------------------------------------------------------
 
-struct Http2Callbacks {
-  static Http2Stream* stream(nghttp2_session* session, int32_t id) {
-    return static_cast<Http2Stream*>(nghttp2_session_get_stream_user_data(session, id));
+struct Http2Callbacks final : http2::session::Events {
+  explicit Http2Callbacks(Http2Connection& connection) : c(connection) {}
+  Http2Connection& c;
+
+  static Http2Stream* stream(http2::session::Stream& st) {
+    return static_cast<Http2Stream*>(st.user);
   }
 
-  static int on_begin_headers(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
-    auto* c = static_cast<Http2Connection*>(user);
-    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-    if (c->live_streams_ >= Http2Limits::kMaxConcurrentStreams || c->draining_) {
-      // RFC 9113 5.1.2: a stream error the client may retry (nghttp2 itself would end the
-      // whole connection once our SETTINGS are acknowledged).
-      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
-                                NGHTTP2_REFUSED_STREAM);
-      return 0;
+  void on_stream_begin(http2::session::Stream& st) override {
+    if (c.draining_) {
+      // RFC 9113 5.1.2: a stream error the client may retry. The stream limit is the session's.
+      c.session_->submit_rst_stream(st.id, ErrorCode::kRefusedStream, true);
+      return;
     }
-    c->open_stream(frame->hd.stream_id);
-    if (++c->streams_begun_ >= c->worker_.limits().max_requests_per_connection) {
+    st.user = c.open_stream(st.id);
+    if (++c.streams_begun_ >= c.worker_.limits().max_requests_per_connection) {
       // As for HTTP/1 keep-alive: the connection ends after this many requests. The GOAWAY
       // names this stream as the last one served, so the client retries later ones elsewhere.
-      c->draining_ = true;
-      nghttp2_submit_goaway(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR,
-                            nullptr, 0);
+      c.draining_ = true;
+      c.session_->submit_goaway(ErrorCode::kNoError, st.id);
     }
-    return 0;
   }
 
-  // Counts a header block's bytes on the wire as its frames begin: a block that never ends
-  // (CONTINUATION flood) is cut off before HPACK spends more time on it.
-  static int on_begin_frame(nghttp2_session* session, const nghttp2_frame_hd* hd, void* user) {
-    auto* c = static_cast<Http2Connection*>(user);
-    if (hd->type == NGHTTP2_HEADERS) {
-      c->header_block_bytes_ = hd->length;
-    } else if (hd->type == NGHTTP2_CONTINUATION) {
-      c->header_block_bytes_ += hd->length;
-      if (c->header_block_bytes_ >
-          size_t{Http2Limits::kHeaderAbuseFactor} * c->worker_.limits().max_header_bytes) {
-        c->calm_down("header block far over max_header_bytes (CONTINUATION flood)");
-        return NGHTTP2_ERR_CALLBACK_FAILURE;  // stop reading now; the GOAWAY still leaves
-      }
-    }
-    return 0;
+  bool on_field(http2::session::Stream& st, std::string_view name, std::string_view value,
+                bool trailers) override {
+    Http2Stream* s = stream(st);
+    if (!s || trailers) return true;  // trailers: ignored
+    // False: malformed, the session resets the stream (PROTOCOL_ERROR).
+    return s->head.add(name, value);
   }
 
-  static int on_header(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
-                       size_t namelen, const uint8_t* value, size_t valuelen, uint8_t flags,
-                       void* user) {
-    auto* c = static_cast<Http2Connection*>(user);
-    Http2Stream* s = stream(session, frame->hd.stream_id);
-    if (!s) return 0;
-    if (frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;  // trailers: ignored
-    if (!s->head.add({reinterpret_cast<const char*>(name), namelen},
-                     {reinterpret_cast<const char*>(value), valuelen}))
-      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // malformed: nghttp2 resets the stream
-    if (s->head.list_bytes() >
-        size_t{Http2Limits::kHeaderAbuseFactor} * c->worker_.limits().max_header_bytes) {
-      c->calm_down("header list far over max_header_bytes");
-      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  void on_headers(http2::session::Stream& st, bool end_stream, bool trailers) override {
+    Http2Stream* s = stream(st);
+    if (!s) return;
+    if (end_stream) s->request_done = true;
+    if (!trailers) {
+      c.on_request_head(*s, end_stream);
+    } else if (end_stream) {
+      c.on_request_end(*s);
     }
-    return 0;
   }
 
-  static int on_frame_recv(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
-    auto* c = static_cast<Http2Connection*>(user);
-    switch (frame->hd.type) {
-      case NGHTTP2_SETTINGS:
-        if (frame->hd.flags & NGHTTP2_FLAG_ACK) c->settings_acked_ = true;
-        return 0;
-      case NGHTTP2_RST_STREAM: {
-        Http2Stream* s = stream(session, frame->hd.stream_id);
-        if (s && s->handling && ++c->client_resets_ > Http2Limits::kResetBudget + c->completed_ / 2)
-          c->calm_down("too many streams reset by the client (rapid reset)");
-        return 0;
-      }
-      case NGHTTP2_HEADERS:
-      case NGHTTP2_DATA: {
-        Http2Stream* s = stream(session, frame->hd.stream_id);
-        if (!s) return 0;
-        const bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
-        if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
-          if (end) s->request_done = true;
-          c->on_request_head(*s, end);
-          return 0;
-        }
-        if (end) {
-          s->request_done = true;
-          c->on_request_end(*s);
-        }
-        return 0;
-      }
-    }
-    return 0;
-  }
-
-  static int on_data_chunk(nghttp2_session* session, uint8_t flags, int32_t stream_id,
-                           const uint8_t* data, size_t len, void* user) {
-    auto* c = static_cast<Http2Connection*>(user);
-    Http2Stream* s = stream(session, stream_id);
+  void on_data(http2::session::Stream& st, std::string_view bytes, bool end_stream) override {
+    Http2Stream* s = stream(st);
     if (!s) {
-      c->consume(stream_id, len);
-      return 0;
+      c.consume(st.id, bytes.size());
+      return;
     }
-    c->on_data(*s, data, len);
-    return 0;
+    if (!bytes.empty()) c.on_data(*s, bytes);
+    if (end_stream && (s = stream(st))) {
+      s->request_done = true;
+      c.on_request_end(*s);
+    }
   }
 
-  static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* user) {
-    auto* c = static_cast<Http2Connection*>(user);
-    if (frame->hd.type == NGHTTP2_RST_STREAM) {
-      Http2Stream* s = stream(session, frame->hd.stream_id);
-      if (frame->rst_stream.error_code != NGHTTP2_NO_ERROR && !(s && s->server_reset))
-        c->count_error();
-      return 0;
-    }
-    if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
-        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-      ++c->completed_;
-      Http2Stream* s = stream(session, frame->hd.stream_id);
-      // RFC 9113 8.1: the answer is complete; a body still coming is not wanted.
-      if (s && !s->request_done)
-        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
-                                  NGHTTP2_NO_ERROR);
-    }
-    return 0;
-  }
-
-  static int on_stream_close(nghttp2_session* session, int32_t stream_id, uint32_t error_code,
-                             void* user) {
-    auto* c = static_cast<Http2Connection*>(user);
-    Http2Stream* s = stream(session, stream_id);
-    if (!s) return 0;
-    nghttp2_session_set_stream_user_data(session, stream_id, nullptr);
+  void on_stream_close(http2::session::Stream& st, ErrorCode) override {
+    Http2Stream* s = stream(st);
+    if (!s) return;
+    st.user = nullptr;
     if (Exchange* exchange = s->exchange) {
       s->exchange = nullptr;
       exchange->on_abort();
     }
-    c->retire(*s);
-    return 0;
+    c.retire(*s);
   }
 
-  static ssize_t read_data(nghttp2_session*, int32_t, uint8_t* buf, size_t length,
-                           uint32_t* data_flags, nghttp2_data_source* source, void*) {
-    return static_cast<Http2Stream*>(source->ptr)->read_body(buf, length, data_flags);
+  void on_response_complete(http2::session::Stream& st) override {
+    ++c.completed_;
+    if (Http2Stream* s = stream(st)) s->completed = true;
   }
 
-  static nghttp2_session_callbacks* make() {
-    nghttp2_session_callbacks* cb;
-    nghttp2_session_callbacks_new(&cb);
-    nghttp2_session_callbacks_set_on_begin_frame_callback(cb, on_begin_frame);
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
-    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
-    return cb;
+  void read_body(http2::session::Stream& st, std::string& out, size_t max, bool& last) override {
+    if (Http2Stream* s = stream(st)) s->read_body(out, max, last);
+  }
+
+  // Every connection error: the session queued its GOAWAY; the connection lingers once it is out.
+  void on_connection_error(ErrorCode, const char* why) override {
+    if (c.calmed_) return;
+    c.calmed_ = true;
+    c.draining_ = true;
+    LOG_INFO("HTTP/2: closing a connection: %s", why);
   }
 };
-
-namespace {
-
-const nghttp2_session_callbacks* callbacks() {
-  static nghttp2_session_callbacks* cb = Http2Callbacks::make();
-  return cb;
-}
-
-const nghttp2_option* options() {
-  static nghttp2_option* opt = [] {
-    nghttp2_option* o;
-    nghttp2_option_new(&o);
-    // The window opens as handlers and back ends take the bytes (nghttp2_session_consume).
-    nghttp2_option_set_no_auto_window_update(o, 1);
-    return o;
-  }();
-  return opt;
-}
-
-}  // namespace
 
 // ---- The connection
 // ------------------------------------------------------------------------------
@@ -508,9 +420,7 @@ void Http2Connection::set_socket_peer(const sockaddr* address, socklen_t length)
   std::memcpy(&socket_peer_, address, socket_peer_len_);
 }
 
-Http2Connection::~Http2Connection() {
-  if (session_) nghttp2_session_del(session_);
-}
+Http2Connection::~Http2Connection() = default;
 
 ssize_t Http2Connection::read_some(char* buffer, size_t size) {
   ssize_t n = tls_ ? tls_->read(buffer, size) : ::recv(fd_, buffer, size, 0);
@@ -526,28 +436,18 @@ ssize_t Http2Connection::write_some(const char* data, size_t size) {
 
 void Http2Connection::start(std::string_view already_read) {
   in_event_ = true;
-  if (nghttp2_session_server_new3(&session_, callbacks(), this, options(),
-                                  http2::thread_memory()) != 0) {
-    in_event_ = false;
-    close_now();
-    return;
-  }
   const config::Limits& limits = worker_.limits();
-  // nghttp2 is told twice our stream limit so that it never ends the connection over an extra
-  // stream; patch_first_settings() shows the client the real one, which on_begin_headers keeps.
-  nghttp2_settings_entry settings[] = {
-      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 2 * Http2Limits::kMaxConcurrentStreams},
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, Http2Limits::kStreamWindow},
-      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, limits.max_header_bytes},
-      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-      // RFC 9113 deprecates the priority tree: with this nghttp2 keeps no tree and no closed
-      // streams for it (~330 instructions less per request, callgrind); PRIORITY frames are
-      // still accepted and ignored.
-      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
-  };
-  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
-  nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
-                                        Http2Limits::kConnectionWindow);
+  http2::session::Options options;
+  options.max_concurrent_streams = Http2Limits::kMaxConcurrentStreams;
+  options.stream_window = Http2Limits::kStreamWindow;
+  options.connection_window = Http2Limits::kConnectionWindow;
+  options.max_header_list_size = static_cast<uint32_t>(limits.max_header_bytes);
+  options.header_abuse_factor = Http2Limits::kHeaderAbuseFactor;
+  options.reset_budget = Http2Limits::kResetBudget;
+  options.error_budget = Http2Limits::kErrorBudget;
+  // Our SETTINGS and the connection's WINDOW_UPDATE are the session's first output.
+  events_ = std::make_unique<Http2Callbacks>(*this);
+  session_ = std::make_unique<http2::session::Session>(*events_, options);
   if (!already_read.empty() && !feed(already_read.data(), already_read.size())) {
     in_event_ = false;
     close_now();
@@ -566,17 +466,9 @@ void Http2Connection::start(std::string_view already_read) {
 
 bool Http2Connection::feed(const char* data, size_t size) {
   progress_ = true;
-  ssize_t rv = nghttp2_session_mem_recv(session_, reinterpret_cast<const uint8_t*>(data), size);
-  if (rv < 0) {
-    if (rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS || rv == NGHTTP2_ERR_FLOODED)
-      calm_down(nghttp2_strerror(static_cast<int>(rv)));  // nghttp2's own flood limits
-    if (calmed_) {
-      linger();  // our GOAWAY(ENHANCE_YOUR_CALM) goes out; the rest of the input is dropped
-      return true;
-    }
-    LOG_INFO("HTTP/2: closing a connection: %s", nghttp2_strerror(static_cast<int>(rv)));
-    return false;
-  }
+  // False: a connection error, logged by on_connection_error; its GOAWAY goes out, the rest of
+  // the input is dropped.
+  if (!session_->receive({data, size})) linger();
   return true;
 }
 
@@ -631,7 +523,7 @@ void Http2Connection::on_readable() {
     if (errno != EAGAIN) peer_closed_ = true;
     break;
   }
-  // nghttp2 copies what it keeps: an idle connection holds no read buffer.
+  // The session copies what it keeps: an idle connection holds no read buffer.
   if (buffer) pool.release(buffer);
   if (!ok || peer_closed_) {
     in_event_ = false;
@@ -639,7 +531,7 @@ void Http2Connection::on_readable() {
   }
 }
 
-// Everything nghttp2 has to send, gathered into one buffer and written at once.
+// Everything the session has to send, gathered into one buffer and written at once.
 void Http2Connection::send_frames() {
   if (closed_ || !session_) return;
   if (lingering_) {  // only what the socket refused of the GOAWAY is left to write
@@ -658,30 +550,11 @@ void Http2Connection::send_frames() {
       if (pending_at_ < pending_.size()) break;
     }
     std::string& out = batch_buffer;
-    out.clear();
-    bool more = true;
-    while (more) {
-      while (out.size() < kBatchBytes) {
-        const uint8_t* data;
-        ssize_t n = nghttp2_session_mem_send(session_, &data);
-        if (n < 0) {
-          LOG_INFO("HTTP/2: closing a connection: %s", nghttp2_strerror(static_cast<int>(n)));
-          out.clear();
-          sending_ = false;
-          close_now();
-          return;
-        }
-        if (n == 0) {
-          more = false;
-          break;
-        }
-        out.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
-      }
+    for (;;) {
+      out.clear();
+      session_->produce(out, kBatchBytes);
+      if (read_failed_) reset_failed_streams();  // their RST_STREAMs go in the next batch
       if (out.empty()) break;
-      if (first_send_) {
-        first_send_ = false;
-        patch_first_settings(out);
-      }
       size_t at = 0;
       while (at < out.size()) {
         ssize_t n = write_some(out.data() + at, out.size() - at);
@@ -743,21 +616,15 @@ void Http2Connection::notify_writable_streams() {
   }
 }
 
-// Our first SETTINGS frame announces the real stream limit (see start()).
-void Http2Connection::patch_first_settings(std::string& frames) {
-  if (frames.size() < 9 || static_cast<uint8_t>(frames[3]) != NGHTTP2_SETTINGS) return;
-  size_t length = (static_cast<uint8_t>(frames[0]) << 16) | (static_cast<uint8_t>(frames[1]) << 8) |
-                  static_cast<uint8_t>(frames[2]);
-  if (frames.size() < 9 + length) return;
-  for (size_t at = 9; at + 6 <= 9 + length; at += 6) {
-    uint16_t id = static_cast<uint16_t>((static_cast<uint8_t>(frames[at]) << 8) |
-                                        static_cast<uint8_t>(frames[at + 1]));
-    if (id != NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS) continue;
-    uint32_t limit = Http2Limits::kMaxConcurrentStreams;
-    frames[at + 2] = static_cast<char>(limit >> 24);
-    frames[at + 3] = static_cast<char>(limit >> 16);
-    frames[at + 4] = static_cast<char>(limit >> 8);
-    frames[at + 5] = static_cast<char>(limit);
+// A stream whose body file failed to read (read_body) is reset: the session must not be called
+// from inside produce(), so it happens here.
+void Http2Connection::reset_failed_streams() {
+  read_failed_ = false;
+  for (Http2Stream* s = streams_; s; s = s->next) {
+    if (!s->read_failed) continue;
+    s->read_failed = false;
+    s->server_reset = true;
+    session_->submit_rst_stream(s->id, ErrorCode::kInternalError);
   }
 }
 
@@ -778,17 +645,14 @@ void Http2Connection::settle() {
           .arm(timer, worker_.clock().monotonic_ms);
     return;
   }
-  if (calmed_ && !output_left && !nghttp2_session_want_write(session_)) {
+  if (calmed_ && !output_left && !session_->want_write()) {
     linger();
     settle();
     return;
   }
-  if (!output_left && !nghttp2_session_want_read(session_) &&
-      !nghttp2_session_want_write(session_)) {
-    close_now();  // GOAWAY sent (ours or the client's) and no stream left
-    return;
-  }
-  if (draining_ && live_streams_ == 0 && !output_left && !nghttp2_session_want_write(session_)) {
+  // GOAWAY sent (ours or the client's) and no stream left.
+  if ((draining_ || session_->goaway_received()) && live_streams_ == 0 && !output_left &&
+      !session_->want_write()) {
     close_now();
     return;
   }
@@ -812,7 +676,7 @@ void Http2Connection::update_timer() {
   }
   if (output_waiting) {
     list = &worker_.send_timers;  // a zero window or a full socket: the client must read
-  } else if (!settings_acked_) {
+  } else if (!session_->settings_acked()) {
     list = &worker_.header_timers;
   } else if (live_streams_ == 0) {
     list = &worker_.keepalive_timers;
@@ -832,15 +696,14 @@ void Http2Connection::on_timeout() {
     close_now();
     return;
   }
-  uint32_t code = NGHTTP2_NO_ERROR;
-  if (!settings_acked_) {
+  ErrorCode code = ErrorCode::kNoError;
+  if (!session_->settings_acked()) {
     LOG_INFO("HTTP/2: closing a connection: the client never acknowledged our SETTINGS");
-    code = NGHTTP2_SETTINGS_TIMEOUT;
+    code = ErrorCode::kSettingsTimeout;
   } else if (live_streams_ > 0) {
     LOG_INFO("HTTP/2: closing a connection: the client was too slow to read or send");
   }
-  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
-                        nghttp2_session_get_last_proc_stream_id(session_), code, nullptr, 0);
+  session_->submit_goaway(code);
   in_event_ = true;
   send_frames();
   in_event_ = false;
@@ -850,54 +713,40 @@ void Http2Connection::on_timeout() {
 void Http2Connection::drain() {
   if (closed_ || draining_) return;
   draining_ = true;
-  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
-                        nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
-                        nullptr, 0);
-  settle();
+  session_->submit_goaway(ErrorCode::kNoError);
+  // From a stream's head (a per-address limit) this runs inside Session::receive(): the event's
+  // own settle() sends the GOAWAY once receive() has returned.
+  if (!in_event_) settle();
 }
 
 // After a GOAWAY for abuse the client is likely still sending: closing at once would reset the
 // connection and could destroy the GOAWAY before it is read. Drop its input for a while instead.
 void Http2Connection::linger() {
   if (lingering_) return;
-  send_frames();  // the GOAWAY; from now on nghttp2 produces nothing more
+  send_frames();  // the GOAWAY; from now on the session is not called any more
   if (closed_) return;
   lingering_ = true;
   event::TimerList::disarm(timer);
+  detach_streams();
+}
+
+// Every stream ends here without the session's on_stream_close (it will not be called again).
+void Http2Connection::detach_streams() {
   while (Http2Stream* s = streams_) {
-    nghttp2_session_set_stream_user_data(session_, s->id, nullptr);
+    if (session_)
+      if (http2::session::Stream* st = session_->find(s->id)) st->user = nullptr;
     if (Exchange* exchange = s->exchange) {
       s->exchange = nullptr;
       exchange->on_abort();
     }
     retire(*s);
   }
-}
-
-void Http2Connection::calm_down(const char* why) {
-  if (calmed_) return;
-  calmed_ = true;
-  LOG_INFO("HTTP/2: closing a connection: %s", why);
-  draining_ = true;
-  nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);
-}
-
-void Http2Connection::count_error() {
-  if (++errors_ > Http2Limits::kErrorBudget + completed_ / 2)
-    calm_down("too many stream errors (provoked resets)");
 }
 
 void Http2Connection::close_now() {
   if (closed_) return;
   closed_ = true;
-  while (Http2Stream* s = streams_) {
-    if (session_) nghttp2_session_set_stream_user_data(session_, s->id, nullptr);
-    if (Exchange* exchange = s->exchange) {
-      s->exchange = nullptr;
-      exchange->on_abort();
-    }
-    retire(*s);
-  }
+  detach_streams();
   event::TimerList::disarm(timer);
   if (tls_) tls_->shutdown();  // close_notify once, best effort
   worker_.poller().close(fd_);
@@ -934,7 +783,6 @@ Http2Stream* Http2Connection::open_stream(int32_t id) {
   if (streams_) streams_->prev = s;
   streams_ = s;
   ++live_streams_;
-  nghttp2_session_set_stream_user_data(session_, id, s);
   return s;
 }
 
@@ -955,8 +803,7 @@ void Http2Connection::retire(Http2Stream& s) {
 
 void Http2Connection::consume(int32_t stream_id, size_t bytes) {
   if (bytes == 0 || closed_) return;
-  if (nghttp2_session_consume(session_, stream_id, bytes) != 0)
-    nghttp2_session_consume_connection(session_, bytes);
+  session_->consume(stream_id, bytes);
 }
 
 void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
@@ -980,7 +827,7 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
     LOG_INFO("HTTP/2: client sent a bad request (%d)", error);
     if (error == 400) {  // counted as a provoked reset when the RST_STREAM leaves
       s.handling = false;
-      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_PROTOCOL_ERROR);
+      session_->submit_rst_stream(s.id, ErrorCode::kProtocolError, true);
       return;
     }
     s.selection.site = &s.routes->site_for(s.request.host);
@@ -1066,8 +913,8 @@ void Http2Connection::on_request_end(Http2Stream& s) {
   if (s.handling && !s.answered && !s.body_refused) answer(s);
 }
 
-void Http2Connection::on_data(Http2Stream& s, const uint8_t* data, size_t size) {
-  std::string_view bytes(reinterpret_cast<const char*>(data), size);
+void Http2Connection::on_data(Http2Stream& s, std::string_view bytes) {
+  const size_t size = bytes.size();
   s.body_received += size;
   if (s.body_refused || (!s.handling && !s.delayed)) {
     consume(s.id, size);
@@ -1090,7 +937,7 @@ void Http2Connection::on_data(Http2Stream& s, const uint8_t* data, size_t size) 
       respond_status(s, 413);
     } else {  // the answer has begun: only the reset is left
       s.log(s.body_bytes_sent);
-      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_CANCEL);
+      session_->submit_rst_stream(s.id, ErrorCode::kCancel, true);
     }
     return;
   }
@@ -1218,12 +1065,10 @@ bool Http2Connection::submit_head(Http2Stream& s, const Response& response, int6
     auto [end, ec] = std::to_chars(length_text, length_text + sizeof length_text, content_length);
     length_size = static_cast<size_t>(end - length_text);
   }
-  std::vector<nghttp2_nv>& nv = nv_scratch;
+  std::vector<http2::session::Session::Header>& nv = field_scratch;
   nv.clear();
   auto add = [&nv](std::string_view name, std::string_view value) {
-    nv.push_back({reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
-                  reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
-                  value.size(), NGHTTP2_NV_FLAG_NONE});
+    nv.push_back({name, value, false});
   };
   add(":status", {s.status_text, 3});
   for (size_t i = 0; i < fields.size(); ++i) {
@@ -1232,13 +1077,8 @@ bool Http2Connection::submit_head(Http2Stream& s, const Response& response, int6
     add(name, fields.value(i));
   }
   if (length_size) add("content-length", {length_text, length_size});
-  nghttp2_data_provider provider;
-  provider.source.ptr = &s;
-  provider.read_callback = Http2Callbacks::read_data;
-  int rv = nghttp2_submit_response(session_, s.id, nv.data(), nv.size(),
-                                   with_body ? &provider : nullptr);
-  if (rv != 0) {
-    LOG_INFO("HTTP/2: cannot send a response: %s", nghttp2_strerror(rv));
+  if (!session_->submit_response(s.id, nv, with_body)) {
+    LOG_INFO("HTTP/2: cannot send a response: the stream is gone");
     return false;
   }
   return true;
@@ -1284,7 +1124,7 @@ bool Http2Stream::send_head(Response& head, int64_t content_length) {
   if (body_allowed) append_response_body(head);
   if (!c->submit_head(*this, head, content_length, true)) {
     server_reset = true;
-    nghttp2_submit_rst_stream(c->session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+    c->session_->submit_rst_stream(id, ErrorCode::kInternalError);
   }
   Exchange* ex = exchange;
   exchange = nullptr;
@@ -1301,7 +1141,7 @@ Downstream::Sent Http2Stream::send_body(std::string_view bytes) {
   append_body(bytes);
   if (deferred) {
     deferred = false;
-    nghttp2_session_resume_data(c->session_, id);
+    c->session_->resume_data(id);
   }
   Exchange* ex = exchange;
   exchange = nullptr;
@@ -1331,7 +1171,7 @@ void Http2Stream::finish() {
   out_done = true;
   if (deferred) {
     deferred = false;
-    nghttp2_session_resume_data(c->session_, id);
+    c->session_->resume_data(id);
   }
   log(body_bytes_sent + queued_);
   c->after_stream_call();
@@ -1347,7 +1187,7 @@ void Http2Stream::fail(int code) {
   } else {
     log(body_bytes_sent);
     server_reset = true;
-    nghttp2_submit_rst_stream(c->session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
+    c->session_->submit_rst_stream(id, ErrorCode::kInternalError);
   }
   c->after_stream_call();
 }

@@ -1,10 +1,10 @@
 // One HTTP/2 client connection (RFC 9113): h2c with prior knowledge on a listener with
-// `http2 = true`, and (once TLS is glued in) ALPN "h2". nghttp2 does the framing, HPACK and flow
+// `http2 = true`, and ALPN "h2". Our http2::session::Session does the framing, HPACK and flow
 // control; this class feeds it bytes, turns its streams into peregrine::Requests routed through
 // the same RouteTable as HTTP/1, and sends what it produces, batched: all the frames of one
 // event leave in one write. Each stream is a handlers::Downstream, so every handler, synchronous
 // or streamed (FastCGI, proxy), works unchanged. One worker thread owns the connection and its
-// nghttp2 session: no locks.
+// session: no locks.
 #pragma once
 
 #include <netinet/in.h>
@@ -19,17 +19,17 @@
 #include "access/check.h"
 #include "event/poller.h"
 #include "event/timer_list.h"
+#include "http2/session/session.h"
 #include "peregrine/response.h"
 #include "server/client_peer.h"
 #include "tls/stream.h"
-
-struct nghttp2_session;
 
 namespace peregrine::server {
 
 class Worker;
 struct ListenerOptions;
 class Http2Stream;
+struct Http2Callbacks;
 
 // The defaults and abuse budgets (docs/http2.md).
 struct Http2Limits {
@@ -42,8 +42,8 @@ struct Http2Limits {
   // cancels now and then never reaches it.
   static constexpr uint32_t kResetBudget = 100;
   static constexpr uint32_t kErrorBudget = 100;
-  // A header block decoding to more than this multiple of max_header_bytes ends the connection
-  // (CONTINUATION flood, HPACK bomb); up to it, the stream gets 431.
+  // A header block (on the wire or decoded) past this multiple of max_header_bytes ends the
+  // connection (CONTINUATION flood, HPACK bomb); up to it, the stream gets 431.
   static constexpr uint32_t kHeaderAbuseFactor = 4;
 };
 
@@ -90,7 +90,7 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   void after_stream_call();
   void update_timer();
   void notify_writable_streams();
-  void patch_first_settings(std::string& frames);
+  void reset_failed_streams();
 
   // ---- Streams ----
   Http2Stream* open_stream(int32_t id);
@@ -99,7 +99,7 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   void on_request_end(Http2Stream& s);
   void start_handling(Http2Stream& s);
   void resume_delayed(Http2Stream& s);
-  void on_data(Http2Stream& s, const uint8_t* data, size_t size);
+  void on_data(Http2Stream& s, std::string_view bytes);
   void deliver(Http2Stream& s, std::string_view bytes, bool last);
   void answer(Http2Stream& s);
   void respond_status(Http2Stream& s, int status);
@@ -107,9 +107,8 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   bool submit_head(Http2Stream& s, const Response& response, int64_t content_length,
                    bool with_body);
   void consume(int32_t stream_id, size_t bytes);
-  void count_error();
+  void detach_streams();
   void linger();
-  void calm_down(const char* why);
   const sockaddr* local_address();
 
   Worker& worker_;
@@ -119,8 +118,9 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   // Counted in per-address connection limits (by its first stream); null when none applies.
   std::unique_ptr<access::ConnectionCount> counted_;
   bool first_stream_seen_ = false;
-  nghttp2_session* session_ = nullptr;
-  Http2Stream* streams_ = nullptr;  // live streams (nghttp2 user data points at them)
+  std::unique_ptr<Http2Callbacks> events_;
+  std::unique_ptr<http2::session::Session> session_;
+  Http2Stream* streams_ = nullptr;  // live streams (each session Stream's `user` points at one)
   uint32_t live_streams_ = 0;
   std::string pending_;  // what the socket has not taken yet
   size_t pending_at_ = 0;
@@ -128,22 +128,18 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   bool in_event_ = false;  // our own event handling is on the stack: it sends at its end
   bool sending_ = false;
   bool send_again_ = false;
-  bool first_send_ = true;
-  bool settings_acked_ = false;
   bool read_blocked_ = false;
   bool hangup_seen_ = false;
   bool peer_closed_ = false;
   bool draining_ = false;
   uint32_t streams_begun_ = 0;  // against limits.max_requests_per_connection
-  bool calmed_ = false;         // GOAWAY(ENHANCE_YOUR_CALM) submitted
+  bool calmed_ = false;         // a connection error: the session's GOAWAY is queued
   bool lingering_ = false;      // GOAWAY out, input dropped until the client closes
   bool shut_ = false;
-  size_t header_block_bytes_ = 0;  // HEADERS + CONTINUATION payload of the block being read
   bool progress_ = false;          // bytes moved since the timer was last armed
   bool writable_waiting_ = false;  // some stream said kFull
+  bool read_failed_ = false;       // a body file could not be read: its stream is to be reset
   uint64_t completed_ = 0;         // responses sent to the end
-  uint32_t client_resets_ = 0;
-  uint32_t errors_ = 0;
   union {
     sockaddr sa;
     sockaddr_in v4;
