@@ -61,10 +61,8 @@ def _accepts(port):
 
 class Tomcat:
     def __init__(self, base, secret="s3cret", route="node1", packet_size=8192, threads=200,
-                 heap="192m", webapp=WEBAPP, cpus=None):
+                 heap="192m", webapp=WEBAPP):
         self.base = base
-        # The benchmark's CPU list for the JVM and all its threads (taskset -c), e.g. "1".
-        self.cpus = cpus
         self.secret = secret
         self.route = route
         self.packet_size = packet_size
@@ -106,10 +104,7 @@ class Tomcat:
                          f"-Dtest.node={self.route}",
         })
         self._log = open(os.path.join(self.base, "logs", "console.log"), "ab")
-        cmd = [os.path.join(CATALINA_HOME, "bin", "catalina.sh"), "run"]
-        if self.cpus is not None:
-            cmd = ["taskset", "-c", self.cpus] + cmd
-        self.proc = subprocess.Popen(cmd,
+        self.proc = subprocess.Popen([os.path.join(CATALINA_HOME, "bin", "catalina.sh"), "run"],
                                      stdin=subprocess.DEVNULL, stdout=self._log,
                                      stderr=subprocess.STDOUT, env=env, cwd=self.base)
         deadline = time.monotonic() + START_TIMEOUT
