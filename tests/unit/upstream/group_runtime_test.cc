@@ -700,6 +700,14 @@ class GroupRuntimeConnectionTest : public GroupRuntimeTest {
     listener_ = saved;
     return c;
   }
+  // A connection to server 0 that has been used and put back in the pool.
+  UpstreamConnection* pooled(GroupRuntime& g, int* peer) {
+    UpstreamConnection* c = connect(g, 0, peer);
+    if (!c) return nullptr;
+    pump();
+    g.put_idle(c);
+    return c;
+  }
   // Takes every idle connection of `server` (most recently used first), checks that they are
   // `expected`, and closes them.
   void expect_pool_and_close(GroupRuntime& g, size_t server,
@@ -810,15 +818,12 @@ TEST_F(GroupRuntimeConnectionTest, IdleConnectionClosedByTheBackEndLeavesThePool
 // exchange read them and the connection went idle. Only what the socket holds counts.
 TEST_F(GroupRuntimeConnectionTest, StaleReadableReportKeepsAnIdleConnection) {
   GroupRuntime& g = make_listening();
-  RecordingUser user;
-  UpstreamConnection* c = g.open(0, user);
+  int peer = -1;
+  UpstreamConnection* c = pooled(g, &peer);
   ASSERT_NE(c, nullptr);
-  int peer = accept_peer();
-  pump();
-  g.put_idle(c);
   static_cast<event::Pollable*>(c)->on_ready(event::kIn);
   event::dispose_pending();
-  UpstreamConnection* again = g.take_idle(0, user);
+  UpstreamConnection* again = g.take_idle(0, user_);
   EXPECT_EQ(again, c);
   EXPECT_FALSE(peer_closed(peer));
   if (again) g.close(again);
@@ -827,15 +832,11 @@ TEST_F(GroupRuntimeConnectionTest, StaleReadableReportKeepsAnIdleConnection) {
 
 TEST_F(GroupRuntimeConnectionTest, BytesOnAnIdleConnectionCloseIt) {
   GroupRuntime& g = make_listening();
-  RecordingUser user;
-  UpstreamConnection* c = g.open(0, user);
-  ASSERT_NE(c, nullptr);
-  int peer = accept_peer();
-  pump();
-  g.put_idle(c);
+  int peer = -1;
+  ASSERT_NE(pooled(g, &peer), nullptr);
   ASSERT_EQ(::send(peer, "x", 1, MSG_NOSIGNAL), 1);  // nobody asked: the protocol is broken
   EXPECT_EQ(pump(), 1);
-  EXPECT_EQ(g.take_idle(0, user), nullptr);
+  EXPECT_EQ(g.take_idle(0, user_), nullptr);
   EXPECT_TRUE(peer_closed(peer));
 }
 
