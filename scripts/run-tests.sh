@@ -3,15 +3,15 @@
 # fuzz-corpus replay and integration tests (the real binary driven by curl, python, ab) all run
 # under CTest. The integration tier runs on each event backend once: epoll (the default) in the
 # release build, io_uring in the ASan build, where the newer backend's completions that outlive a
-# connection are most likely to go wrong.
-# Ends with the line "N passed, N failed, N skipped".
+# connection are most likely to go wrong. Ends with the line "N passed, N failed, N skipped".
 #
 # What is counted: a fuzz corpus and the style check are one CTest test each; a GoogleTest shard
 # and an integration file are one CTest test each, but their cases are counted one by one (each
 # writes its cases' outcomes: tests/unit/main.cc, tests/integration/harness.py;
-# scripts/ctest-summary.py reads them), so a case skipped inside a passing file still shows. A skip by design (GTEST_SKIP in the ASan build, a test that needs root) stays
-# a skip. A skip because a tool or package is missing (harness.require_tool) is a failure under
-# CI=true: CI installs what the tests need, and there a missing tool would turn a tier off unseen.
+# scripts/ctest-summary.py reads them), so a case skipped inside a passing file still shows. A
+# skip by design (GTEST_SKIP in the ASan build, a test that needs root) stays a skip. A skip
+# because a tool or package is missing (harness.require_tool) is a failure under CI=true: CI
+# installs what the tests need, and there a missing tool would turn a tier off unseen.
 #
 #   scripts/run-tests.sh                  build and test both presets
 #   scripts/run-tests.sh --ctest-dir DIR  test an already built CTest directory only (the runner's
