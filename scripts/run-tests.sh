@@ -25,10 +25,9 @@ failed=0
 skipped=0
 status=0
 
-# Runs CTest in $1 (with any further CTest arguments, e.g. -R REGEX) and adds what it counted.
+# Runs CTest in $1 and adds what it counted.
 run_ctest() {
   local dir=$1
-  shift
   local log results
   log=$(mktemp)
   results=$(mktemp -d)
@@ -36,7 +35,7 @@ run_ctest() {
   # sleeps); at two at a time the ASan tier kept the cores ~35 % busy.
   PEREGRINE_TEST_RESULTS=$results \
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$dir" --output-on-failure --no-tests=error -j 3 --timeout 300 "$@" 2>&1 | tee "$log"
+    ctest --test-dir "$dir" --output-on-failure --no-tests=error -j 3 --timeout 300 2>&1 | tee "$log"
   local ctest_status=${PIPESTATUS[0]}
   local summary p=0 f=1 s=0
   if summary=$(python3 "$here/ctest-summary.py" "$log" "$results"); then
