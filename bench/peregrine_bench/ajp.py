@@ -7,8 +7,9 @@ all fronts; every front runs from its own config in a temp dir on a loopback eph
 a system service). As in bench/run.py, the front runs on CPU 0 and wrk on CPU 1. Tomcat's JVM
 may use both: it is the application server, and pinned beside wrk on one core it, not the front,
 set every row's req/s (all four fronts within a few percent) and collapsed at 1,000 connections
-on the 4 ms page (153 req/s and below for every front). Per run: wrk -t1 --latency, requests/s, p99, errors (socket errors +
-non-2xx), and the front's CPU time per request (schedstat, all its processes and threads).
+on the 4 ms page (153 req/s and below for every front). Per run: wrk -t1 --latency, requests/s,
+p99, errors (socket errors + non-2xx), and the front's CPU time per request (schedstat, all its
+processes and threads).
 
     /usr/bin/python3 bench/peregrine_bench/ajp.py [--duration 5] [--runs 1] [--conns 100,500,1000]
 
@@ -54,8 +55,9 @@ class Front:
 
     def start(self):
         self.log = open(os.path.join(self.dir, "console.log"), "wb")
-        self.proc = subprocess.Popen(["taskset", "-c", str(SERVER_CPU)] + self.command(), stdin=subprocess.DEVNULL, stdout=self.log,
-                                     stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
+        self.proc = subprocess.Popen(["taskset", "-c", str(SERVER_CPU)] + self.command(),
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                     cwd=self.dir, start_new_session=True)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -156,8 +158,8 @@ JkMount /* tomcat""", ["jk"]))
 
 
 def wrk_run(front, path, conns, duration):
-    cmd = ["taskset", "-c", str(CLIENT_CPU), "wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", "--timeout", "10s",
-           f"http://127.0.0.1:{front.port}{path}"]
+    cmd = ["taskset", "-c", str(CLIENT_CPU), "wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency",
+           "--timeout", "10s", f"http://127.0.0.1:{front.port}{path}"]
     pids = front.pids()
     s0 = measure.cpu_sample(pids)
     w0 = time.monotonic()
