@@ -1,5 +1,6 @@
 // Readiness notification behind a small interface, with two backends: epoll, and io_uring
-// (IORING_OP_POLL_ADD: multishot polls, one submission per wait). See docs/io_uring.md.
+// (IORING_OP_POLL_ADD: multishot polls, one submission per wait; and, for the sockets that ask,
+// multishot receives into a provided buffer ring). See docs/io_uring.md.
 #pragma once
 
 #include <cstdint>
@@ -15,18 +16,26 @@ enum Interest : uint32_t {
   // Of the pollers watching this one descriptor, wake one rather than all (a listening socket
   // every worker shares). Only when the descriptor is added; never modified afterwards.
   kExclusive = 1u << 3,
+  // Hand over the bytes as they arrive (Pollable::on_received) instead of reporting that they
+  // can be read: no recv(2) per wake-up. Only where Poller::receives(); with kEdgeTriggered;
+  // fixed when the descriptor is added. Writability and hang-ups are still reported.
+  kReceive = 1u << 4,
 };
 
 enum Readiness : uint32_t {
   kIn = 1u << 0,
   kOut = 1u << 1,
-  kHangup = 1u << 2,  // peer closed or error: a read will tell which
+  kHangup = 1u << 2,    // peer closed or error: a read will tell which
+  kReceived = 1u << 3,  // a kReceive registration's bytes: ReadyEvent::bytes and length
 };
 
 // Anything registered with a poller. The poller hands back the pointer it was given.
 class Pollable {
  public:
   virtual void on_ready(uint32_t readiness) = 0;
+  // A kReceive registration's bytes, valid until the next Poller::wait (the buffer then goes
+  // back to the kernel); length 0: the stream ended (end of file, or an error), nothing follows.
+  virtual void on_received(const char* /*bytes*/, size_t /*length*/) {}
 
  protected:
   ~Pollable() = default;
@@ -35,6 +44,16 @@ class Pollable {
 struct ReadyEvent {
   Pollable* target;
   uint32_t readiness;
+  uint32_t length = 0;  // kReceived
+  const char* bytes = nullptr;
+
+  void dispatch() const {
+    if (readiness & kReceived) {
+      target->on_received(bytes, length);
+    } else {
+      target->on_ready(readiness);
+    }
+  }
 };
 
 class Poller {
@@ -50,6 +69,13 @@ class Poller {
   // Waits up to timeout_ms (-1: forever) and fills at most `capacity` events; returns the count,
   // 0 on timeout or interruption.
   virtual int wait(int timeout_ms, ReadyEvent* events, int capacity) = 0;
+
+  // ---- Receiving through the poller (kReceive): io_uring only ----
+  virtual bool receives() const { return false; }
+  // Back-pressure for a kReceive registration: stop taking bytes from the socket (those already
+  // taken still arrive), and start again. Resuming before the stop is complete is fine.
+  virtual void pause_receiving(int /*fd*/) {}
+  virtual void resume_receiving(int /*fd*/) {}
 };
 
 std::unique_ptr<Poller> make_epoll_poller();

@@ -2,6 +2,11 @@
 // queued during a loop iteration submitted by the next wait() in the same system call that
 // waits for completions. See docs/io_uring.md.
 //
+// A kReceive registration has a multishot receive beside its poll (which then watches only
+// writability and hang-ups): the kernel reads the socket as bytes come, into buffers of the
+// worker's provided buffer ring, and each completion is handed over as it is; its buffer goes
+// back to the ring at the next wait(), once the event has been dispatched.
+//
 // Each registration lives in a table indexed by descriptor, with a generation that every add,
 // modify and remove advances. A poll's user_data carries (generation, fd): a completion whose
 // generation is not the slot's current one belongs to a registration that is gone (removed,
@@ -10,9 +15,12 @@
 #include <liburing.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -31,11 +39,20 @@ constexpr unsigned kSubmissionEntries = 1024;
 // (which it keeps, IORING_FEAT_NODROP, and we drain) is needed.
 constexpr unsigned kCompletionEntries = 8192;
 
+// The provided buffer ring of kReceive sockets. Requests are small: a buffer holds a typical
+// head; a larger one arrives in several. The kernel takes buffers in ring order, so all of them
+// are touched under load: 1 MiB a worker.
+constexpr unsigned kReceiveBuffers = 512;
+constexpr unsigned kReceiveBufferSize = 2048;
+constexpr int kBufferGroup = 0;
+
 // user_data: bit 63 marks our removals, bit 62 our updates (their own completions, not the
-// polls'), bits 32..61 the generation, bits 0..31 the descriptor.
+// polls'), bit 61 receives (and, with bit 63, their cancellations), bits 32..60 the generation,
+// bits 0..31 the descriptor.
 constexpr uint64_t kRemoval = uint64_t{1} << 63;
 constexpr uint64_t kUpdate = uint64_t{1} << 62;
-constexpr uint32_t kGenerationMask = 0x3fffffff;
+constexpr uint64_t kReceiving = uint64_t{1} << 61;
+constexpr uint32_t kGenerationMask = 0x1fffffff;
 
 uint64_t tag(int fd, uint32_t generation) {
   return (uint64_t{generation & kGenerationMask} << 32) | static_cast<uint32_t>(fd);
@@ -50,6 +67,8 @@ uint32_t generation_of(uint64_t user_data) {
 unsigned poll_mask(uint32_t interest) {
   // As with epoll: RDHUP tells a connection its peer closed; a listener has none, and the
   // exclusive wake-up is what a shared listener needs.
+  // A receiving socket's end of file and errors come with its receive.
+  if (interest & kReceive) return POLLOUT;
   unsigned mask = (interest & kExclusive) ? unsigned{EPOLLEXCLUSIVE} : unsigned{POLLRDHUP};
   if (interest & kReadable) mask |= POLLIN;
   if (interest & kWritable) mask |= POLLOUT;
@@ -71,6 +90,15 @@ std::string setup_error(int error) {
     default:
       return text;
   }
+}
+
+// Multishot receive came with Linux 6.0 (the ring's own checks need 5.19).
+bool kernel_has_multishot_receive() {
+  utsname name{};
+  if (uname(&name) != 0) return false;
+  int major = 0;
+  if (std::sscanf(name.release, "%d.", &major) != 1) return false;
+  return major >= 6;
 }
 
 bool make_ring(io_uring* ring, unsigned entries, std::string* error) {
@@ -95,10 +123,35 @@ class UringPoller final : public Poller {
   // False (and `error` says why) when no ring can be made.
   bool start(unsigned entries, std::string* error) {
     started_ = make_ring(&ring_, entries, error);
+    if (started_ && kernel_has_multishot_receive()) start_receiving();
     return started_;
   }
   ~UringPoller() override {
     if (started_) io_uring_queue_exit(&ring_);  // cancels every poll
+    if (buffer_ring_) munmap(buffer_ring_, buffer_ring_bytes());
+    if (buffers_) munmap(buffers_, size_t{kReceiveBuffers} * kReceiveBufferSize);
+  }
+
+  bool receives() const override { return buffer_ring_ != nullptr; }
+
+  void pause_receiving(int fd) override {
+    Slot* slot = find(fd);
+    if (!slot) return;
+    if (slot->receive == Receive::kOn) {
+      queue_cancel_receive(tag(fd, slot->generation));
+      slot->receive = Receive::kStopping;
+    }
+    slot->resume = false;
+  }
+
+  void resume_receiving(int fd) override {
+    Slot* slot = find(fd);
+    if (!slot) return;
+    if (slot->receive == Receive::kOff) {
+      arm_receive(fd, *slot);
+    } else if (slot->receive == Receive::kStopping) {
+      slot->resume = true;  // armed again once the kernel says the old one is gone
+    }
   }
 
   bool add(int fd, uint32_t interest, Pollable* target) override {
@@ -110,11 +163,12 @@ class UringPoller final : public Poller {
     Slot& slot = slots_[static_cast<size_t>(fd)];
     // Still registered: the descriptor was closed behind our back and its number reused. The old
     // poll watches the old file (and holds it open): cancel it, then watch the new one.
-    if (slot.target) queue_remove(tag(fd, slot.generation));
+    if (slot.target) forget(fd, slot);
     slot.target = target;
     slot.interest = interest;
     ++slot.generation;
     arm(fd, slot);
+    if ((interest & kReceive) && receives()) arm_receive(fd, slot);
     return true;
   }
 
@@ -126,6 +180,20 @@ class UringPoller final : public Poller {
     }
     const uint64_t old_tag = tag(fd, slot->generation);
     const bool was_edge = slot->interest & kEdgeTriggered;
+    if ((slot->interest ^ interest) & kReceive) {
+      // Receiving is fixed when the descriptor is added: what an ended receive had taken from
+      // the socket would otherwise race with the reads of a readiness registration.
+      errno = EINVAL;
+      return false;
+    }
+    if (slot->receive != Receive::kOff) {
+      // The receive's completions carry the old tag: cancel it, and take it up again under the
+      // new one once it is gone, so every byte still reaches the (possibly new) target in order.
+      queue_cancel_receive(old_tag);
+      slot->receive = Receive::kStopping;
+      slot->resume = true;
+      slot->stopping_generation = slot->generation;
+    }
     slot->target = target;
     slot->interest = interest;
     ++slot->generation;
@@ -149,7 +217,7 @@ class UringPoller final : public Poller {
   void remove(int fd) override {
     Slot* slot = find(fd);
     if (!slot) return;
-    queue_remove(tag(fd, slot->generation));
+    forget(fd, *slot);
     slot->target = nullptr;
     ++slot->generation;  // a completion already on its way is now stale
   }
@@ -160,6 +228,7 @@ class UringPoller final : public Poller {
   }
 
   int wait(int timeout_ms, ReadyEvent* events, int capacity) override {
+    give_back_buffers();  // the last batch's events have been dispatched
     io_uring_cqe* cqe = nullptr;
     if (timeout_ms < 0) {
       io_uring_submit_and_wait(&ring_, 1);
@@ -179,9 +248,16 @@ class UringPoller final : public Poller {
       }
       const uint64_t data = io_uring_cqe_get_data64(cqe);
       const int res = cqe->res;
-      const bool more = cqe->flags & IORING_CQE_F_MORE;
+      const unsigned flags = cqe->flags;
+      const bool more = flags & IORING_CQE_F_MORE;
       io_uring_cqe_seen(&ring_, cqe);
-      if (data & kUpdate) {
+      if ((data & (kReceiving | kRemoval)) == (kReceiving | kRemoval)) {
+        // A receive's cancellation: -EALREADY as for polls below; anything else, the receive's
+        // own last completion says it is gone.
+        if (res == -EALREADY) queue_cancel_receive(data & ~(kReceiving | kRemoval));
+      } else if (data & kReceiving) {
+        on_receive(data & ~kReceiving, res, flags, events, &n);
+      } else if (data & kUpdate) {
         on_update_failed(data & ~kUpdate, res);
       } else if (data & kRemoval) {
         // 0, or -ENOENT (the poll had ended): done. -EALREADY: the kernel was reporting for
@@ -196,12 +272,21 @@ class UringPoller final : public Poller {
   }
 
  private:
+  // A kReceive registration's multishot receive: on, being cancelled (its last completion has
+  // not come yet), or off (paused, ended, or never armed).
+  enum class Receive : uint8_t { kOff, kOn, kStopping };
+
   struct Slot {
     Pollable* target = nullptr;  // null: not registered
     uint32_t interest = 0;
     uint32_t generation = 0;
     uint32_t batch = 0;  // the wait() that last reported it, and where in its events
     int event = -1;
+    Receive receive = Receive::kOff;
+    bool resume = false;  // kStopping: arm a new receive once the old one is gone
+    bool ended = false;   // the receive reported the end of the stream: never armed again
+    // kStopping by modify(): the generation the stopping receive's completions carry.
+    uint32_t stopping_generation = 0;
   };
 
   Slot* find(int fd) {
@@ -237,6 +322,14 @@ class UringPoller final : public Poller {
       io_uring_prep_poll_add(sqe, fd, poll_mask(slot.interest));
     }
     io_uring_sqe_set_data64(sqe, tag(fd, slot.generation));
+  }
+
+  // The registration goes (removed, or its descriptor reused): its poll and its receive.
+  void forget(int fd, Slot& slot) {
+    queue_remove(tag(fd, slot.generation));
+    if (slot.receive == Receive::kOn) queue_cancel_receive(tag(fd, slot.generation));
+    slot.receive = Receive::kOff;
+    slot.resume = slot.ended = false;
   }
 
   void queue_remove(uint64_t poll_tag) {
@@ -287,8 +380,107 @@ class UringPoller final : public Poller {
     events[(*n)++] = {slot->target, readiness};
   }
 
+  // ---- Receiving ----
+
+  size_t buffer_ring_bytes() const { return sizeof(io_uring_buf) * kReceiveBuffers; }
+
+  // The provided buffer ring; without it (a kernel that refuses it) kReceive is not offered.
+  void start_receiving() {
+    void* ring_memory = mmap(nullptr, buffer_ring_bytes(), PROT_READ | PROT_WRITE,
+                             MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+    void* buffer_memory = mmap(nullptr, size_t{kReceiveBuffers} * kReceiveBufferSize,
+                               PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+    if (ring_memory == MAP_FAILED || buffer_memory == MAP_FAILED) {
+      if (ring_memory != MAP_FAILED) munmap(ring_memory, buffer_ring_bytes());
+      if (buffer_memory != MAP_FAILED)
+        munmap(buffer_memory, size_t{kReceiveBuffers} * kReceiveBufferSize);
+      return;
+    }
+    auto* ring = static_cast<io_uring_buf_ring*>(ring_memory);
+    io_uring_buf_ring_init(ring);
+    io_uring_buf_reg registration{};
+    registration.ring_addr = reinterpret_cast<uintptr_t>(ring);
+    registration.ring_entries = kReceiveBuffers;
+    registration.bgid = kBufferGroup;
+    if (io_uring_register_buf_ring(&ring_, &registration, 0) != 0) {
+      munmap(ring_memory, buffer_ring_bytes());
+      munmap(buffer_memory, size_t{kReceiveBuffers} * kReceiveBufferSize);
+      return;
+    }
+    buffer_ring_ = ring;
+    buffers_ = static_cast<char*>(buffer_memory);
+    for (unsigned id = 0; id < kReceiveBuffers; ++id) lent_.push_back(static_cast<uint16_t>(id));
+    give_back_buffers();
+  }
+
+  char* buffer(unsigned id) { return buffers_ + size_t{id} * kReceiveBufferSize; }
+
+  void give_back_buffers() {
+    if (lent_.empty()) return;
+    const int mask = io_uring_buf_ring_mask(kReceiveBuffers);
+    for (size_t i = 0; i < lent_.size(); ++i)
+      io_uring_buf_ring_add(buffer_ring_, buffer(lent_[i]), kReceiveBufferSize, lent_[i], mask,
+                            static_cast<int>(i));
+    io_uring_buf_ring_advance(buffer_ring_, static_cast<int>(lent_.size()));
+    lent_.clear();
+  }
+
+  void arm_receive(int fd, Slot& slot) {
+    if (slot.ended) return;
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = kBufferGroup;
+    io_uring_sqe_set_data64(sqe, kReceiving | tag(fd, slot.generation));
+    slot.receive = Receive::kOn;
+    slot.resume = false;
+  }
+
+  void queue_cancel_receive(uint64_t poll_tag) {
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_cancel64(sqe, kReceiving | poll_tag, 0);
+    io_uring_sqe_set_data64(sqe, kReceiving | kRemoval | poll_tag);
+  }
+
+  // A receive's completion: bytes (in a ring buffer, lent until the next wait), or its end.
+  void on_receive(uint64_t data, int res, unsigned flags, ReadyEvent* events, int* n) {
+    const char* bytes = nullptr;
+    if (flags & IORING_CQE_F_BUFFER) {
+      const unsigned id = flags >> IORING_CQE_BUFFER_SHIFT;
+      lent_.push_back(static_cast<uint16_t>(id));
+      bytes = buffer(id);
+    }
+    Slot* slot = find(fd_of(data));
+    if (!slot) return;  // removed, closed or replaced: its bytes go nowhere
+    const uint32_t generation = generation_of(data);
+    const bool current = (slot->generation & kGenerationMask) == generation;
+    // After modify(), the old receive's last bytes still belong to the registration.
+    const bool stopping = slot->receive == Receive::kStopping &&
+                          (slot->stopping_generation & kGenerationMask) == generation;
+    if (!current && !stopping) return;
+    if (!(flags & IORING_CQE_F_MORE)) {
+      // The receive is over: cancelled (paused, or modified), out of buffers (-ENOBUFS: the
+      // bytes wait in the socket; the buffers come back at the next wait, and so does the
+      // receive), the end of the stream (0), or an error.
+      if (res > 0 || res == -ENOBUFS || res == -ECANCELED) {
+        const bool again = slot->receive == Receive::kOn || slot->resume;
+        slot->receive = Receive::kOff;
+        if (again) arm_receive(fd_of(data), *slot);
+      } else {
+        slot->receive = Receive::kOff;
+        slot->ended = true;
+        res = 0;
+      }
+    }
+    if (res < 0) return;
+    events[(*n)++] = {slot->target, kReceived, static_cast<uint32_t>(res), bytes};
+  }
+
   io_uring ring_{};
   bool started_ = false;
+  io_uring_buf_ring* buffer_ring_ = nullptr;
+  char* buffers_ = nullptr;
+  std::vector<uint16_t> lent_;  // buffers handed over in the last batch
   std::vector<Slot> slots_;
   uint32_t batch_ = 0;
 };

@@ -36,6 +36,8 @@ struct Connection::Extras {
   socklen_t local_len = 0;
   // Keeps the TLS contexts' callbacks' data (in the route table) alive during the handshake.
   Ref<RouteTable> handshake_routes;
+  // Bytes the poller handed over while reading was blocked (receiving_), read before any newer.
+  std::string unread;
 };
 
 struct Connection::RequestScope : RecycledAllocation<RequestScope> {
@@ -310,6 +312,59 @@ void Connection::on_ready(uint32_t readiness) {
   if (readiness & (event::kIn | event::kHangup)) on_readable();
 }
 
+// Receiving through the poller (io_uring): the bytes come with the event. Those the connection
+// cannot take now (reading is blocked) are kept, and the poller stops receiving until they are
+// read, which bounds what a client that does not read its answers can make us hold.
+void Connection::on_received(const char* bytes, size_t length) {
+  if (state_ == State::kClosed) return;
+  if (length == 0) {
+    receive_ended_ = true;
+    on_ready(event::kIn | event::kHangup);
+    return;
+  }
+  inbox_ = bytes;
+  inbox_length_ = static_cast<uint32_t>(length);
+  on_ready(event::kIn);
+  if (inbox_length_ && state_ != State::kClosed) {
+    extras().unread.append(inbox_, inbox_length_);
+    if (!receive_paused_) {
+      receive_paused_ = true;
+      worker_.poller().pause_receiving(fd_);
+    }
+  }
+  inbox_ = nullptr;
+  inbox_length_ = 0;
+}
+
+ssize_t Connection::take_received(char* buffer, size_t length) {
+  std::string* kept = extras_ ? &extras_->unread : nullptr;
+  if (kept && !kept->empty()) {
+    const size_t n = std::min(length, kept->size());
+    std::memcpy(buffer, kept->data(), n);
+    kept->erase(0, n);
+    // All kept bytes taken: receive again now, as a short read here ends the reading.
+    if (kept->empty()) resume_receiving();
+    return static_cast<ssize_t>(n);
+  }
+  if (inbox_length_) {
+    const size_t n = std::min<size_t>(length, inbox_length_);
+    std::memcpy(buffer, inbox_, n);
+    inbox_ += n;
+    inbox_length_ -= static_cast<uint32_t>(n);
+    return static_cast<ssize_t>(n);
+  }
+  if (receive_ended_) return 0;
+  resume_receiving();
+  errno = EAGAIN;
+  return -1;
+}
+
+void Connection::resume_receiving() {
+  if (!receive_paused_) return;
+  receive_paused_ = false;
+  worker_.poller().resume_receiving(fd_);
+}
+
 void Connection::on_readable() {
   const size_t capacity = worker_.buffers().buffer_size();
   for (;;) {
@@ -325,6 +380,13 @@ void Connection::on_readable() {
       return;
     }
     if (state_ == State::kLinger) {
+      if (receiving_) {  // drop what comes; close at its end
+        char sink[4096];
+        while (take_received(sink, sizeof sink) > 0) {
+        }
+        if (receive_ended_) close_now();
+        return;
+      }
       char sink[4096];
       ssize_t n;
       while ((n = ::recv(fd_, sink, sizeof sink, 0)) > 0) {
@@ -951,8 +1013,16 @@ void Connection::close_now() {
 
 bool Connection::ensure_registered() {
   if (registered_) return true;
-  registered_ =
-      worker_.poller().add(fd_, event::kReadable | event::kWritable | event::kEdgeTriggered, this);
+  // Where the poller can receive for us (io_uring), a plain HTTP/1 connection lets it: no
+  // recv(2) per request. Not TLS (OpenSSL reads the socket), nor while a PROXY header or an
+  // h2c preface may still come: both are read from the socket itself, the preface by the
+  // HTTP/2 connection it is handed to.
+  const bool receive = worker_.poller().receives() && !tls_ && !awaiting_proxy_header_ &&
+                       !(listener_.http2 && requests_ == 0);
+  uint32_t interest = event::kReadable | event::kWritable | event::kEdgeTriggered;
+  if (receive) interest |= event::kReceive;
+  registered_ = worker_.poller().add(fd_, interest, this);
+  receiving_ = registered_ && receive;
   return registered_;
 }
 

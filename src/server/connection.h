@@ -44,6 +44,7 @@ class Connection final : public event::Pollable,
   // and only register with the poller if the connection outlives its first response.
   void start();
   void on_ready(uint32_t readiness) override;
+  void on_received(const char* bytes, size_t length) override;
   void on_timeout() override;
   // Graceful stop: close now if idle, otherwise after the response in progress.
   void drain();
@@ -84,12 +85,17 @@ class Connection final : public event::Pollable,
   enum class Framing : uint8_t { kNone, kLength, kChunked, kClose };
 
   void on_readable();
-  // The client's bytes: recv(), or decrypted ones on a TLS connection (same contract).
+  // The client's bytes: recv(), decrypted ones on a TLS connection, or those the poller handed
+  // over (same contract).
   ssize_t receive(char* buffer, size_t length) {
-    ssize_t n = tls_ ? tls_->read(buffer, length) : ::recv(fd_, buffer, length, 0);
+    ssize_t n = tls_         ? tls_->read(buffer, length)
+                : receiving_ ? take_received(buffer, length)
+                             : ::recv(fd_, buffer, length, 0);
     if (n > 0) metrics::local().bytes_received[0].add(static_cast<uint64_t>(n));
     return n;
   }
+  ssize_t take_received(char* buffer, size_t length);
+  void resume_receiving();
   // ---- TLS (listener_.tls): the handshake comes before the first request ----
   bool start_tls();
   bool continue_handshake();
@@ -155,6 +161,13 @@ class Connection final : public event::Pollable,
   bool in_process_ = false;       // process() is on the stack: it continues after an exchange
   // A proxy_protocol listener's header is not in yet.
   bool awaiting_proxy_header_ = false;
+  // Registered with event::kReceive: the poller reads the socket and hands the bytes over
+  // (on_received); the connection never calls recv(2) itself then, or bytes could pass each other.
+  bool receiving_ = false;
+  bool receive_ended_ = false;   // the poller said the stream ended: reads return 0 from now on
+  bool receive_paused_ = false;  // bytes were kept while reading was blocked: receiving stopped
+  uint32_t inbox_length_ = 0;    // on_received's bytes not yet taken (only during on_received)
+  const char* inbox_ = nullptr;
   uint32_t requests_ = 0;
   char* buffer_ = nullptr;
   uint32_t start_ = 0;                    // first unconsumed byte

@@ -388,7 +388,7 @@ void Worker::run() {
       if constexpr (metrics::kEnabled)
         if (routes_->config().admin.enabled) sample_connections();
     }
-    for (int i = 0; i < n; ++i) events[i].target->on_ready(events[i].readiness);
+    for (int i = 0; i < n; ++i) events[i].dispatch();
     run_timers();
     event::dispose_pending();
     free_closed();
