@@ -240,9 +240,11 @@ def syscall_lines(result, order, args):
         few = [n for n, c in rows if "error" not in c and c["requests"] < 20 * conns]
         if few:
             # wrk opens its connections at the start of the pass, and the server's calls to accept
-            # and set them up are counted with the requests.
+            # and set them up are counted with the requests; so are those of the requests still in
+            # flight when wrk stops, which wrk does not count.
             log(f"   note: {', '.join(few)}: fewer than 20 requests per connection in this pass; the "
-                f"{conns:,} connections' set-up calls (accept4, setsockopt, ...) weigh on calls/req")
+                f"{conns:,} connections' set-up calls (accept4, epoll_ctl, ...) and last requests in flight "
+                f"weigh on calls/req")
 
 
 def print_idle_table(name, sc, result, order, args):

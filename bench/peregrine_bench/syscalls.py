@@ -9,7 +9,9 @@ because tracing changes the timing:
     so it finds more work per wake-up: its epoll_wait or io_uring_enter calls per request come out
     lower than without strace (small, 100 connections: Peregrine's epoll_wait 0.011 per request
     under strace, 0.054 under perf). And it serves few requests in the pass, so the set-up calls of
-    wrk's connections (accept4, epoll_ctl: one each per connection) weigh more per request. The
+    wrk's connections (accept4, epoll_ctl: one each per connection) and the calls of the requests
+    in flight when wrk stops (up to one per connection; wrk counts only answered ones) weigh more
+    per request. The
     issue names strace; its counts of the calls made per request (recv, send) are exact.
   * perf stat on the syscalls:sys_enter_* tracepoints counts in the kernel without stopping the
     server: the wake-up calls per request are those of the real speed.

@@ -593,10 +593,14 @@ class IoUringAndFloor(unittest.TestCase):
         s.scenario = "small"
         s.start(args, scenarios.check_paths_for(["small"]))
         self.addCleanup(s.stop)
+        # 10 connections: their set-up calls, the requests in flight when wrk stops (their calls are
+        # counted, not the requests) and the reads of each connection's end stay small beside the
+        # requests even when strace is slow.
+        sc = dict(scenarios.SCENARIOS["small"], conns=10)
         for tool in tools:
             with self.subTest(tool=tool):
                 try:
-                    c = syscalls.count_pass(s, scenarios.SCENARIOS["small"], 1, tool, args, tmp, load.wrk_run)
+                    c = syscalls.count_pass(s, sc, 2, tool, args, tmp, load.wrk_run)
                 except BenchError as e:
                     if "not permitted" in str(e) or "Permission denied" in str(e):
                         self.skipTest(f"{tool} may not attach here: {e}")
@@ -605,7 +609,7 @@ class IoUringAndFloor(unittest.TestCase):
                 per = {name: n / c["requests"] for name, n in c["counts"].items()}
                 for call in ("recvfrom", "sendto"):
                     self.assertGreater(per.get(call, 0), 0.95, (call, c))
-                    self.assertLess(per.get(call, 0), 1.1, (call, c))
+                    self.assertLess(per.get(call, 0), 1.05 + 2 * sc["conns"] / c["requests"], (call, c))
 
 
 if __name__ == "__main__":
