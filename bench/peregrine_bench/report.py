@@ -234,6 +234,9 @@ def syscall_lines(result, order, args):
             if "error" in c:
                 log(f"   {n:<{nw}} FAILED: {c['error'].splitlines()[0]}")
                 continue
+            if not c["requests"]:
+                log(f"   {n:<{nw}} {'-':>9} {0:>9d}  no request answered in the pass (raise --syscalls-seconds)")
+                continue
             top = ", ".join(f"{call} {fmt(per, '.3f')}" for call, _, per in c["top"])
             log(f"   {n:<{nw}} {fmt(c['per_request'], '9.2f')} {c['requests']:>9d}  {top}")
         conns = SCENARIOS.get(result.get("scenario"), {}).get("conns") or 0

@@ -8,7 +8,7 @@ because tracing changes the timing:
   * strace (-c -f) stops the server at every system call. The server runs several times slower,
     so it finds more work per wake-up: its epoll_wait or io_uring_enter calls per request come out
     lower than without strace (small, 100 connections: Peregrine's epoll_wait 0.011 per request
-    under strace, 0.054 under perf). And it serves few requests in the pass, so the set-up calls of
+    under strace, 0.03 to 0.05 under perf). And it serves few requests in the pass, so the set-up calls of
     wrk's connections (accept4, epoll_ctl: one each per connection) and the calls of the requests
     in flight when wrk stops (up to one per connection; wrk counts only answered ones) weigh more
     per request. The
@@ -26,7 +26,7 @@ import signal
 import subprocess
 import time
 
-from .common import CLIENT_CPU, BenchError
+from .common import CLIENT_CPU, SERVER_CPU, BenchError
 from .procs import die_with_parent, kill_group, read_file
 
 TOOLS = ("strace", "perf")
@@ -35,7 +35,9 @@ TOP = 5  # the calls named in the report, most frequent first
 
 def strace_command(pids, out_path):
     # -f: every thread of each process (and any child it forks); -S calls: most frequent first.
-    cmd = ["taskset", "-c", CLIENT_CPU, "strace", "-c", "-f", "-S", "calls", "-o", out_path]
+    # On the server's CPU: each traced call stops the server and wakes strace, and a wake-up on
+    # the other CPU (busy with wrk) cost 20x the requests here (c1000: 1,600 in 3 s against 35,000).
+    cmd = ["taskset", "-c", SERVER_CPU, "strace", "-c", "-f", "-S", "calls", "-o", out_path]
     for pid in pids:
         cmd += ["-p", str(pid)]
     return cmd

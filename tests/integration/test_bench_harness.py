@@ -542,16 +542,20 @@ class IoUringAndFloor(unittest.TestCase):
         res["servers"]["peregrine-uring"]["syscalls"] = {
             "strace": syscalls.summarize({"sendto": 2000, "io_uring_enter": 20}, 2000)}
         res["servers"]["peregrine"]["syscalls"] = {"strace": {"error": "strace did not attach\nlog"}}
+        res["servers"]["canned-epoll"]["syscalls"] = {"strace": syscalls.summarize({"accept4": 600}, 0)}
         lines = capture(report.uring_lines, "c1000", res)
         self.assertEqual(lines, [
             "   target peregrine-uring: CPU/request <= 0.85x peregrine (epoll), run by run: 0.80; median 0.80x (met)",
             "   target peregrine-uring: CPU/request < 1.00x canned-epoll (the epoll floor), run by run: 0.89; "
             "median 0.89x (met)"])
-        lines = capture(report.syscall_lines, res, ["peregrine", "peregrine-uring"],
+        lines = capture(report.syscall_lines, res, ["peregrine", "peregrine-uring", "canned-epoll"],
                         types.SimpleNamespace(syscalls_seconds=3))
         self.assertIn("   peregrine       FAILED: strace did not attach", lines)
         self.assertIn("   peregrine-uring      1.01      2000  sendto 1.000, io_uring_enter 0.010", lines)
-        self.assertTrue(lines[-1].startswith("   note: peregrine-uring: fewer than 20 requests per connection"))
+        self.assertIn("   canned-epoll            -         0  no request answered in the pass (raise "
+                      "--syscalls-seconds)", lines)
+        self.assertTrue(lines[-1].startswith("   note: peregrine-uring, canned-epoll: fewer than 20 requests per "
+                                             "connection"), lines[-1])
 
     def test_canned_epoll_answers_with_the_file_on_one_connection(self):
         binary = canned_epoll_binary(self)
