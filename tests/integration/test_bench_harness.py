@@ -548,6 +548,10 @@ class IoUringAndFloor(unittest.TestCase):
             "   target peregrine-uring: CPU/request <= 0.85x peregrine (epoll), run by run: 0.80; median 0.80x (met)",
             "   target peregrine-uring: CPU/request < 1.00x canned-epoll (the epoll floor), run by run: 0.89; "
             "median 0.89x (met)"])
+        proxy = {"servers": {n: {"summary": {"cpu_us_per_req": c}} for n, c in
+                             (("peregrine-uring", 14.0), ("nginx", 30.0), ("h2o", 20.0), ("lighttpd", 10.0))}}
+        self.assertEqual(capture(report.uring_lines, "proxy_small", proxy),
+                         ["   target peregrine-uring: CPU/request <= 0.7x the best of nginx and H2O: 0.70x (met)"])
         lines = capture(report.syscall_lines, res, ["peregrine", "peregrine-uring", "canned-epoll"],
                         types.SimpleNamespace(syscalls_seconds=3))
         self.assertIn("   peregrine       FAILED: strace did not attach", lines)
