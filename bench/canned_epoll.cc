@@ -4,7 +4,10 @@
 // Not a server: a yardstick for bench/run.py's "µs per request" of a small response.
 //
 //   cmake --build --preset release --target canned-epoll
-//   build/release/canned-epoll [PORT]      # 127.0.0.1, default 8081
+//   build/release/canned-epoll [PORT [BODY_FILE]]   # 127.0.0.1, default 8081
+//
+// BODY_FILE: its bytes are the body of every response (read once at start), so the reply has the
+// size of the file a bench scenario asks for; without it the body is "Hello, World!".
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -14,11 +17,26 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 namespace {
 
-constexpr char kReply[] =
-    "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!";
+// Built before the loop: the loop itself only sends these bytes.
+std::string make_reply(const char* body_file) {
+  std::string body = "Hello, World!";
+  if (body_file != nullptr) {
+    std::ifstream in(body_file, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "canned-epoll: cannot read %s\n", body_file);
+      std::exit(1);
+    }
+    body.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
 
 int listen_on(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -38,6 +56,7 @@ int listen_on(int port) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::string reply = make_reply(argc > 2 ? argv[2] : nullptr);
   const int listener = listen_on(argc > 1 ? std::atoi(argv[1]) : 8081);
   const int ep = epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{EPOLLIN, {.fd = listener}};
@@ -65,7 +84,7 @@ int main(int argc, char** argv) {
         close(fd);  // also leaves the epoll set
         continue;
       }
-      if (send(fd, kReply, sizeof kReply - 1, MSG_NOSIGNAL) < 0) close(fd);
+      if (send(fd, reply.data(), reply.size(), MSG_NOSIGNAL) < 0) close(fd);
     }
   }
 }

@@ -15,6 +15,7 @@ import time
 from . import procs
 from .backends import PhpFpm, backend_available, start_backend
 from .common import CLIENT_CPU, CLK_TCK, REPO_DIR, SERVER_CPU, BackendError, BenchError, ServerError, log, warn
+from . import syscalls
 from .load import ab_run, client_for, idle_client, idle_run, wrk_run
 from .procs import raise_nofile, read_file, reaper_main, run_cmd
 from .report import (across_rounds, fmt, median, name_width, print_across_rounds, print_idle_table,
@@ -65,21 +66,20 @@ def tools_available(name, args):
 
 def run_load_scenario(name, names, ctx, args):
     sc = SCENARIOS[name]
-    result = {"description": sc["desc"], "servers": {}}
+    result = {"description": sc["desc"], "scenario": name, "servers": {}}
     active = []
     result["loadavg"] = " ".join((read_file("/proc/loadavg", "") or "").split()[:3])
     ok, why = backend_available(name)
     if ok:
         ok, why = tools_available(name, args)
     for n in names:
-        if not ok:
-            result["servers"][n] = {"skipped": why}
-            continue
-        ok, why = args._server_classes[n].supports(name)
-        if ok:
+        # A server that cannot run the scenario skips only itself (canned-epoll skipped the
+        # servers after it when this reused `ok`).
+        ok_n, why_n = args._server_classes[n].supports(name) if ok else (ok, why)
+        if ok_n:
             active.append(n)
         else:
-            result["servers"][n] = {"skipped": why}
+            result["servers"][n] = {"skipped": why_n}
     if not active:
         return result
     nw = name_width(names, 9)
@@ -148,6 +148,10 @@ def run_load_scenario(name, names, ctx, args):
                     f"{fmt(a['keep_alive'], 'd')} keep-alive, {fmt(a['failed'], 'd')} failed, "
                     f"{fmt(a['non_2xx'], 'd')} non-2xx, {fmt(a['rps'], '.0f')} req/s"
                     + (f"  ({a['problem']})" if a.get("problem") else ""))
+        for tool in args.syscalls:
+            for s in servers:
+                result["servers"][s.name].setdefault("syscalls", {})[tool] = count_syscalls(
+                    s, sc, tool, args, scen_dir, f"[{name}] {s.name:<{nw}}")
     finally:
         stop_all(ctx)
     summ = {}
@@ -156,6 +160,22 @@ def run_load_scenario(name, names, ctx, args):
             e["summary"] = summ[n] = summarize_load(e)
     ratio_fields(summ, names)
     return result
+
+
+def count_syscalls(server, sc, tool, args, workdir, label):
+    """The system-call pass of one server (syscalls.py); a tool that cannot attach is reported in
+    the table, and the run goes on."""
+    try:
+        c = syscalls.count_pass(server, sc, args.syscalls_seconds, tool, args, workdir, wrk_run)
+    except BenchError as e:
+        if isinstance(e, ServerError):
+            raise
+        log(f"   {label} {tool}: FAILED: {e}")
+        return {"error": str(e)}
+    top = ", ".join(f"{n} {fmt(per, '.3f')}" for n, _, per in c["top"])
+    log(f"   {label} {tool}: {fmt(c['per_request'], '.2f')} system calls per request over "
+        f"{c['requests']} requests ({top})")
+    return c
 
 
 def run_idle_scenario(name, names, ctx, args):
@@ -255,6 +275,15 @@ def parse_args(argv):
                          "(default: this tree's build/release/peregrine-bench)")
     ap.add_argument("--h2-client", choices=("h2load", "peregrine-bench"),
                     help="load generator of the h2_* scenarios (default: h2load, as in the issue)")
+    ap.add_argument("--canned-epoll", default=os.path.join(REPO_DIR, "build", "release", "canned-epoll"),
+                    help="canned-epoll binary (bench/canned_epoll.cc), server canned-epoll (default: this "
+                         "tree's build/release/canned-epoll, built if missing and the tree is configured)")
+    ap.add_argument("--syscalls", nargs="?", const="strace", default="", metavar="TOOLS",
+                    help="after each scenario's measured runs, one more load run per server counting its "
+                         "system calls per request: strace (strace -c -f, the default), perf (perf stat on "
+                         "the syscalls:sys_enter_* tracepoints) or strace,perf")
+    ap.add_argument("--syscalls-seconds", type=int, default=3,
+                    help="length of each --syscalls load run (default 3)")
     ap.add_argument("--ab-timeout", type=int, default=30,
                     help="ab -s: seconds ab waits on a socket in the php_hello keep-alive check (default 30)")
     # internal: the idle10k client
@@ -277,9 +306,15 @@ def parse_args(argv):
     for s in args.scenarios:
         if s not in SCENARIOS:
             ap.error(f"unknown scenario {s!r} (known: {', '.join(SCENARIO_ORDER + list(SCENARIO_ALIASES))})")
-    if args.runs < 1 or args.duration < 1 or args.warmup < 0 or args.ab_timeout < 1 or args.rounds < 1:
-        ap.error("--runs, --rounds, --duration and --ab-timeout must be >= 1, --warmup >= 0")
+    if (args.runs < 1 or args.duration < 1 or args.warmup < 0 or args.ab_timeout < 1 or args.rounds < 1
+            or args.syscalls_seconds < 1):
+        ap.error("--runs, --rounds, --duration, --syscalls-seconds and --ab-timeout must be >= 1, --warmup >= 0")
+    args.syscalls = [t.strip() for t in args.syscalls.split(",") if t.strip()]
+    for t in args.syscalls:
+        if t not in syscalls.TOOLS:
+            ap.error(f"--syscalls {t!r}: want {' or '.join(syscalls.TOOLS)} (or both, comma-separated)")
     args.peregrine = os.path.abspath(args.peregrine)
+    args.canned_epoll = os.path.abspath(args.canned_epoll)
     # keep the canonical orders
     args.servers = [s for s in KNOWN_SERVERS if s in args.servers]
     args.scenarios = [s for s in SCENARIO_ORDER if s in args.scenarios]
@@ -343,9 +378,9 @@ def main(argv):
         reaper_main()
         return 0
 
-    for tool in ("wrk", "taskset"):
+    for tool in ("wrk", "taskset") + tuple(args.syscalls):
         if not shutil.which(tool):
-            log(f"error: {tool} not found in PATH")
+            log(f"error: {tool} not found in PATH" + (" (--syscalls)" if tool in args.syscalls else ""))
             return 2
     if (os.cpu_count() or 1) < 2:
         warn("fewer than 2 CPUs: server and client will share a CPU")

@@ -202,20 +202,34 @@ def free_port():
         return s.getsockname()[1]
 
 
-def http_get(port, path, timeout=5.0, headers=None):
-    """Minimal HTTP/1.1 GET on a fresh connection; returns (status, headers dict, body)."""
+def http_get(port, path, timeout=5.0, headers=None, one_response=False):
+    """Minimal HTTP/1.1 GET on a fresh connection; returns (status, headers dict, body).
+    one_response: stop at the end of the first response's Content-Length instead of waiting for
+    the server to close (canned-epoll never does)."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         hdrs = {"Host": f"127.0.0.1:{port}", "Connection": "close"}
         hdrs.update(headers or {})
         req = f"GET {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items()) + "\r\n"
         s.sendall(req.encode())
         data = bytearray()
-        while True:
+        while not (one_response and response_complete(data)):
             chunk = s.recv(65536)
             if not chunk:
                 break
             data += chunk
     return parse_response(bytes(data), path)
+
+
+def response_complete(data):
+    """Whether `data` holds a whole response head and the Content-Length bytes it announces."""
+    head, sep, body = bytes(data).partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return len(body) >= int(value.strip())
+    return False
 
 
 def parse_response(data, path):

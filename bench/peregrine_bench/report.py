@@ -114,6 +114,8 @@ def print_load_table(name, sc, result, order, args):
                     + "".join(f" ({r['problem']})" for r in runs if r.get("problem")))
     target_lines(name, result, order)
     quick_vs_config_line(result)
+    uring_lines(name, result)
+    syscall_lines(result, order, args)
     if result.get("backend"):
         log(f"   back end: {result['backend']['cmdline']}")
     if sc["length"] is None:
@@ -163,20 +165,89 @@ def target_lines(name, result, order):
 QUICK_VS_CONFIG_LIMIT = 1.1
 
 
-def quick_vs_config_line(result):
-    """With both peregrine and peregrine-quick in a scenario: the quick mode's CPU per request over
-    the config file's, run by run (run i of the two was measured back to back), and its median."""
-    runs = {n: result["servers"].get(n, {}).get("runs") for n in ("peregrine", "peregrine-quick")}
+def run_by_run(result, base, other):
+    """`other`'s CPU per request over `base`'s, run i against run i (measured in the same turn of
+    the rotation): [] unless both have runs."""
+    runs = {n: result["servers"].get(n, {}).get("runs") for n in (base, other)}
     if not all(runs.values()):
-        return
-    pairs = [q["cpu_us_per_req"] / c["cpu_us_per_req"] for c, q in zip(runs["peregrine"], runs["peregrine-quick"])
-             if c.get("cpu_us_per_req") and q.get("cpu_us_per_req")]
+        return []
+    return [o["cpu_us_per_req"] / b["cpu_us_per_req"] for b, o in zip(runs[base], runs[other])
+            if b.get("cpu_us_per_req") and o.get("cpu_us_per_req")]
+
+
+def ratio_target_line(result, base, other, limit, what, strict=False):
+    """One target line: `other`'s run-by-run CPU ratio to `base`, its median, and the verdict
+    (at most `limit`, or below it when `strict`)."""
+    pairs = run_by_run(result, base, other)
     if not pairs:
         return
     m = median(pairs)
-    verdict = "met" if m <= QUICK_VS_CONFIG_LIMIT else "NOT met"
-    log(f"   target peregrine-quick: CPU/request <= {QUICK_VS_CONFIG_LIMIT:.1f}x peregrine (config file), run by "
+    verdict = "met" if (m < limit if strict else m <= limit) else "NOT met"
+    log(f"   target {other}: CPU/request {'<' if strict else '<='} {limit:.2f}x {what}, run by "
         f"run: {', '.join(f'{r:.2f}' for r in pairs)}; median {m:.2f}x ({verdict})")
+
+
+def quick_vs_config_line(result):
+    """With both peregrine and peregrine-quick in a scenario: the quick mode's CPU per request over
+    the config file's, run by run (run i of the two was measured back to back), and its median."""
+    ratio_target_line(result, "peregrine", "peregrine-quick", QUICK_VS_CONFIG_LIMIT, "peregrine (config file)")
+
+
+# Issue 19's targets for the io_uring backend: CPU per request against our epoll backend, and in
+# the file rows below the canned-epoll floor; the proxy row against the best of nginx and H2O.
+URING_VS_EPOLL = {"small": 0.85, "page": 0.85, "c1000": 0.85, "small_c1000": 0.85, "php_hello": 1.0}
+URING_PROXY = ("proxy_small", 0.7)
+
+
+def uring_lines(name, result):
+    if name in URING_VS_EPOLL:
+        ratio_target_line(result, "peregrine", "peregrine-uring", URING_VS_EPOLL[name], "peregrine (epoll)")
+        if URING_VS_EPOLL[name] < 1:
+            ratio_target_line(result, "canned-epoll", "peregrine-uring", 1.0, "canned-epoll (the epoll floor)",
+                              strict=True)
+    s = result["servers"].get("peregrine-uring", {}).get("summary")
+    if name == URING_PROXY[0] and s and s.get("cpu_us_per_req"):
+        refs = [result["servers"].get(n, {}).get("summary", {}).get("cpu_us_per_req") for n in ("nginx", "h2o")]
+        refs = [c for c in refs if c]
+        if refs:
+            r = s["cpu_us_per_req"] / min(refs)
+            verdict = "met" if r <= URING_PROXY[1] else "NOT met"
+            log(f"   target peregrine-uring: CPU/request <= {URING_PROXY[1]:.1f}x the best of nginx and H2O: "
+                f"{r:.2f}x ({verdict})")
+
+
+SYSCALL_TOOLS = {"strace": "strace -c -f", "perf": "perf stat -e 'syscalls:sys_enter_*'"}
+
+
+def syscall_lines(result, order, args):
+    """The --syscalls pass: per server, system calls per request and the most frequent ones."""
+    nw = name_width(order)
+    for tool, how in SYSCALL_TOOLS.items():
+        rows = [(n, result["servers"][n]["syscalls"][tool]) for n in order
+                if tool in result["servers"].get(n, {}).get("syscalls", {})]
+        if not rows:
+            continue
+        log(f"   system calls per request ({how}; one {args.syscalls_seconds} s load run per server after "
+            f"the measured ones, so not in their figures)")
+        log(f"   {'server':<{nw}} {'calls/req':>9} {'requests':>9}  most frequent, per request")
+        for n, c in rows:
+            if "error" in c:
+                log(f"   {n:<{nw}} FAILED: {c['error'].splitlines()[0]}")
+                continue
+            if not c["requests"]:
+                log(f"   {n:<{nw}} {'-':>9} {0:>9d}  no request answered in the pass (raise --syscalls-seconds)")
+                continue
+            top = ", ".join(f"{call} {fmt(per, '.3f')}" for call, _, per in c["top"])
+            log(f"   {n:<{nw}} {fmt(c['per_request'], '9.2f')} {c['requests']:>9d}  {top}")
+        conns = SCENARIOS.get(result.get("scenario"), {}).get("conns") or 0
+        few = [n for n, c in rows if "error" not in c and c["requests"] < 20 * conns]
+        if few:
+            # wrk opens its connections at the start of the pass, and the server's calls to accept
+            # and set them up are counted with the requests; so are those of the requests still in
+            # flight when wrk stops, which wrk does not count.
+            log(f"   note: {', '.join(few)}: fewer than 20 requests per connection in this pass; the "
+                f"{conns:,} connections' set-up calls (accept4, epoll_ctl, ...) and last requests in flight "
+                f"weigh on calls/req")
 
 
 def print_idle_table(name, sc, result, order, args):

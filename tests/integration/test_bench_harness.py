@@ -8,7 +8,11 @@ Run: /usr/bin/python3 tests/integration/test_bench_harness.py [-v]
 import contextlib
 import io
 import os
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 import types
 import unittest
 
@@ -16,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench"))
 import harness  # noqa: E402
-from peregrine_bench import driver, load, measure, report, servers  # noqa: E402
+from peregrine_bench import driver, load, measure, procs, report, scenarios, servers, syscalls  # noqa: E402
 from peregrine_bench.common import BenchError  # noqa: E402
 
 WRK_OUT = """Running 2s test @ http://127.0.0.1:42371/11.txt
@@ -406,6 +410,214 @@ class TlsConfigs(unittest.TestCase):
         lines = capture(report.print_load_table, "h2_php_hello", driver.SCENARIOS["h2_php_hello"], res, order,
                         args)
         self.assertIn("   target peregrine: CPU/request <= 0.7x nginx: 0.75x (NOT met)", lines)
+
+
+STRACE_OUT = """% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 15.93    0.031452           5      5307         9 recvfrom
+ 72.83    0.143815          27      5296           sendto
+  9.52    0.018793          26       722           epoll_wait
+  0.53    0.001038          86        12         1 accept4
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.197462          17     11337        10 total
+"""
+
+PERF_OUT = """# started on Tue Dec  1 23:49:27 2026
+
+11,,syscalls:sys_enter_close,164523739,100.00,,
+0,,syscalls:sys_enter_read,164523739,100.00,,
+<not counted>,,syscalls:sys_enter_write,0,100.00,,
+3196,,syscalls:sys_enter_epoll_wait,164523739,100.00,,
+10704,,syscalls:sys_enter_recvfrom,164523739,100.00,,
+10693,,syscalls:sys_enter_sendto,164523739,100.00,,
+"""
+
+
+def canned_epoll_binary(test):
+    """build/release/canned-epoll, or bench/canned_epoll.cc compiled into a temp dir (the target is
+    not in the default build), so the floor's real behaviour is always tested."""
+    built = os.path.join(harness.REPO, "build", "release", "canned-epoll")
+    if os.access(built, os.X_OK):
+        return built
+    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    if not compiler:
+        test.skipTest("no canned-epoll build and no C++ compiler")
+    tmp = tempfile.mkdtemp(prefix="canned-epoll-")
+    test.addCleanup(shutil.rmtree, tmp, True)
+    out = os.path.join(tmp, "canned-epoll")
+    subprocess.run([compiler, "-std=c++20", "-O2", "-o", out, os.path.join(harness.REPO, "bench", "canned_epoll.cc")],
+                   check=True)
+    return out
+
+
+class IoUringAndFloor(unittest.TestCase):
+    """Issue 19's rows: peregrine-uring, the canned-epoll floor, and the --syscalls pass."""
+
+    def make(self, cls, scenario, **args):
+        tmp = tempfile.mkdtemp(prefix="bench-harness-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        s = cls(tmp, "/srv/www", 20000)
+        s.port = 8080
+        s.scenario = scenario
+        return s, s.make_command(types.SimpleNamespace(peregrine="/bin/peregrine", canned_epoll="/bin/ce", **args))
+
+    def test_uring_is_the_same_binary_on_io_uring(self):
+        import tomllib
+        s, cmd = self.make(servers.PeregrineUring, "small")
+        self.assertEqual(cmd, ["/bin/peregrine", "-c", s.config_path])
+        with open(s.config_path) as f:
+            self.assertEqual(tomllib.loads(f.read())["event_backend"], "io_uring")
+        _, quick = self.make(servers.PeregrineUring, "ab_page_k")
+        self.assertEqual(quick[-2:], ["--event-backend", "io_uring"])
+        s, _ = self.make(servers.Peregrine, "small")
+        with open(s.config_path) as f:
+            self.assertNotIn("event_backend", f.read())
+        self.assertNotIn("--event-backend", self.make(servers.Peregrine, "ab_page_k")[1])
+        self.assertIsNot(servers.PeregrineUring.fingerprints, servers.Peregrine.fingerprints)
+
+    def test_canned_epoll_only_where_a_canned_reply_is_a_floor(self):
+        for name in ("small", "page", "c1000", "small_c1000"):
+            self.assertEqual(servers.CannedEpoll.supports(name), (True, ""), name)
+            _, cmd = self.make(servers.CannedEpoll, name)
+            self.assertEqual(cmd, ["/bin/ce", "8080", "/srv/www" + driver.SCENARIOS[name]["path"]])
+        for name in ("close", "hello", "large", "php_hello", "proxy_small", "tls_small", "idle10k"):
+            ok, why = servers.CannedEpoll.supports(name)
+            self.assertFalse(ok, name)
+            self.assertIn("does not parse", why)
+
+    def test_a_missing_canned_epoll_says_how_to_build_it(self):
+        ok, why = servers.CannedEpoll.available(types.SimpleNamespace(canned_epoll="/nonexistent/canned-epoll"))
+        self.assertFalse(ok)
+        self.assertIn("--target canned-epoll", why)
+
+    def test_command_line(self):
+        args = driver.parse_args(["--servers", "nginx,canned-epoll,peregrine-uring,peregrine", "--scenarios", "uring"])
+        self.assertEqual(args.servers, ["peregrine", "peregrine-uring", "canned-epoll", "nginx"])
+        self.assertEqual(args.scenarios, ["small", "page", "c1000", "small_c1000", "php_hello", "proxy_small"])
+        self.assertEqual(args.syscalls, [])
+        self.assertEqual(driver.parse_args(["--syscalls"]).syscalls, ["strace"])
+        self.assertEqual(driver.parse_args(["--syscalls", "strace,perf"]).syscalls, ["strace", "perf"])
+        for argv in (["--syscalls", "dtrace"], ["--syscalls-seconds", "0"]):
+            with self.subTest(argv=argv), contextlib.redirect_stderr(io.StringIO()):
+                with self.assertRaises(SystemExit):
+                    driver.parse_args(argv)
+
+    def test_a_refusing_server_skips_only_itself(self):
+        class Other(servers.Server):
+            name = "other"
+
+            @classmethod
+            def supports(cls, scenario):
+                return False, "another reason"
+
+        args = driver.parse_args(["--servers", "canned-epoll", "--scenarios", "hello"])
+        args._server_classes["other"] = Other
+        args._tls = None
+        res = driver.run_load_scenario("hello", ["canned-epoll", "other"], {}, args)
+        self.assertIn("does not parse", res["servers"]["canned-epoll"]["skipped"])
+        self.assertEqual(res["servers"]["other"], {"skipped": "another reason"})
+
+    def test_strace_and_perf_counts(self):
+        counts = syscalls.parse_strace(STRACE_OUT)
+        self.assertEqual(counts, {"recvfrom": 5307, "sendto": 5296, "epoll_wait": 722, "accept4": 12})
+        s = syscalls.summarize(counts, 5287, top=2)
+        self.assertEqual(s["calls"], 11337)
+        self.assertAlmostEqual(s["per_request"], 11337 / 5287)
+        self.assertEqual([t[:2] for t in s["top"]], [["recvfrom", 5307], ["sendto", 5296]])
+        self.assertEqual(syscalls.parse_perf(PERF_OUT), {"close": 11, "epoll_wait": 3196, "recvfrom": 10704,
+                                                         "sendto": 10693})
+        self.assertIsNone(syscalls.summarize(counts, 0)["per_request"])
+        for parse in (syscalls.parse_strace, syscalls.parse_perf):
+            with self.assertRaises(BenchError):
+                parse("strace: attach: ptrace(PTRACE_SEIZE, 1): Operation not permitted\n")
+        self.assertIn("-f", syscalls.strace_command([5, 6], "/o"))
+        self.assertEqual(syscalls.strace_command([5, 6], "/o")[-4:], ["-p", "5", "-p", "6"])
+        self.assertEqual(syscalls.perf_command([5, 6], "/o")[-2:], ["-p", "5,6"])
+
+    def test_uring_targets_and_syscall_table(self):
+        res = {"scenario": "c1000", "servers": {}}
+        for n, cpu in (("peregrine", 10.0), ("peregrine-uring", 8.0), ("canned-epoll", 9.0)):
+            res["servers"][n] = load_entry(cpu)
+            res["servers"][n]["summary"] = report.summarize_load(res["servers"][n])
+        res["servers"]["peregrine-uring"]["syscalls"] = {
+            "strace": syscalls.summarize({"sendto": 2000, "io_uring_enter": 20}, 2000)}
+        res["servers"]["peregrine"]["syscalls"] = {"strace": {"error": "strace did not attach\nlog"}}
+        res["servers"]["canned-epoll"]["syscalls"] = {"strace": syscalls.summarize({"accept4": 600}, 0)}
+        lines = capture(report.uring_lines, "c1000", res)
+        self.assertEqual(lines, [
+            "   target peregrine-uring: CPU/request <= 0.85x peregrine (epoll), run by run: 0.80; median 0.80x (met)",
+            "   target peregrine-uring: CPU/request < 1.00x canned-epoll (the epoll floor), run by run: 0.89; "
+            "median 0.89x (met)"])
+        proxy = {"servers": {n: {"summary": {"cpu_us_per_req": c}} for n, c in
+                             (("peregrine-uring", 14.0), ("nginx", 30.0), ("h2o", 20.0), ("lighttpd", 10.0))}}
+        self.assertEqual(capture(report.uring_lines, "proxy_small", proxy),
+                         ["   target peregrine-uring: CPU/request <= 0.7x the best of nginx and H2O: 0.70x (met)"])
+        lines = capture(report.syscall_lines, res, ["peregrine", "peregrine-uring", "canned-epoll"],
+                        types.SimpleNamespace(syscalls_seconds=3))
+        self.assertIn("   peregrine       FAILED: strace did not attach", lines)
+        self.assertIn("   peregrine-uring      1.01      2000  sendto 1.000, io_uring_enter 0.010", lines)
+        self.assertIn("   canned-epoll            -         0  no request answered in the pass (raise "
+                      "--syscalls-seconds)", lines)
+        self.assertTrue(lines[-1].startswith("   note: peregrine-uring, canned-epoll: fewer than 20 requests per "
+                                             "connection"), lines[-1])
+
+    def test_canned_epoll_answers_with_the_file_on_one_connection(self):
+        binary = canned_epoll_binary(self)
+        tmp = tempfile.mkdtemp(prefix="canned-body-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        body = bytes(range(256)) * 3
+        with open(os.path.join(tmp, "body"), "wb") as f:
+            f.write(body)
+        port = procs.free_port()
+        p = subprocess.Popen([binary, str(port), os.path.join(tmp, "body")], stdout=subprocess.PIPE)
+        self.addCleanup(p.wait)
+        self.addCleanup(p.kill)
+        self.assertIn(b"listening", p.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+            for _ in range(2):  # keep-alive: the same reply to each request
+                c.sendall(b"GET /anything HTTP/1.1\r\nHost: x\r\n\r\n")
+                data = b""
+                while not procs.response_complete(data):
+                    chunk = c.recv(65536)
+                    self.assertTrue(chunk, "canned-epoll closed the connection")
+                    data += chunk
+                status, headers, got = procs.parse_response(data, "/anything")
+                self.assertEqual((status, headers["content-length"], got), (200, str(len(body)), body))
+        missing = subprocess.run([binary, str(port), os.path.join(tmp, "nope")], capture_output=True)
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn(b"cannot read", missing.stderr)
+
+    def test_syscall_pass_on_the_floor(self):
+        """The whole --syscalls pass, real: canned-epoll under wrk with strace (and perf) attached
+        makes one recvfrom and one sendto per request."""
+        tools = [t for t in syscalls.TOOLS if shutil.which(t)]
+        if not (shutil.which("wrk") and shutil.which("taskset") and tools):
+            self.skipTest("needs wrk, taskset and strace or perf")
+        tmp = tempfile.mkdtemp(prefix="bench-syscalls-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        scenarios.make_docroot(os.path.join(tmp, "www"))
+        args = types.SimpleNamespace(canned_epoll=canned_epoll_binary(self), h2_client=None)
+        s = servers.CannedEpoll(os.path.join(tmp, "ce"), os.path.join(tmp, "www"), 1024)
+        s.scenario = "small"
+        s.start(args, scenarios.check_paths_for(["small"]))
+        self.addCleanup(s.stop)
+        # 10 connections: their set-up calls, the requests in flight when wrk stops (their calls are
+        # counted, not the requests) and the reads of each connection's end stay small beside the
+        # requests even when strace is slow.
+        sc = dict(scenarios.SCENARIOS["small"], conns=10)
+        for tool in tools:
+            with self.subTest(tool=tool):
+                try:
+                    c = syscalls.count_pass(s, sc, 2, tool, args, tmp, load.wrk_run)
+                except BenchError as e:
+                    if "not permitted" in str(e) or "Permission denied" in str(e):
+                        self.skipTest(f"{tool} may not attach here: {e}")
+                    raise
+                self.assertGreater(c["requests"], 100)
+                per = {name: n / c["requests"] for name, n in c["counts"].items()}
+                for call in ("recvfrom", "sendto"):
+                    self.assertGreater(per.get(call, 0), 0.95, (call, c))
+                    self.assertLess(per.get(call, 0), 1.05 + 2 * sc["conns"] / c["requests"], (call, c))
 
 
 if __name__ == "__main__":
