@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 namespace peregrine::event {
 
@@ -27,6 +28,7 @@ enum Readiness : uint32_t {
   kOut = 1u << 1,
   kHangup = 1u << 2,    // peer closed or error: a read will tell which
   kReceived = 1u << 3,  // a kReceive registration's bytes: ReadyEvent::bytes and length
+  kSent = 1u << 4,      // a Poller::send finished: every byte went out, or (with kHangup) not
 };
 
 // Anything registered with a poller. The poller hands back the pointer it was given.
@@ -36,6 +38,8 @@ class Pollable {
   // A kReceive registration's bytes, valid until the next Poller::wait (the buffer then goes
   // back to the kernel); length 0: the stream ended (end of file, or an error), nothing follows.
   virtual void on_received(const char* /*bytes*/, size_t /*length*/) {}
+  // A Poller::send is over: every byte went out (ok), or the socket failed.
+  virtual void on_sent(bool /*ok*/) {}
 
  protected:
   ~Pollable() = default;
@@ -50,6 +54,8 @@ struct ReadyEvent {
   void dispatch() const {
     if (readiness & kReceived) {
       target->on_received(bytes, length);
+    } else if (readiness & kSent) {
+      target->on_sent(!(readiness & kHangup));
     } else {
       target->on_ready(readiness);
     }
@@ -76,6 +82,14 @@ class Poller {
   // taken still arrive), and start again. Resuming before the stop is complete is fine.
   virtual void pause_receiving(int /*fd*/) {}
   virtual void resume_receiving(int /*fd*/) {}
+
+  // ---- Sending through the poller: io_uring only ----
+  virtual bool sends() const { return false; }
+  // Queues a copy of `bytes` to go out on a registered descriptor with the next wait, in the
+  // same system call; its end is one kSent event (on_sent). One send at a time per descriptor.
+  // A close or removal cancels it (after handing it to the kernel, which resolves the
+  // descriptor then: a number reused by the next accept never gets these bytes).
+  virtual void send(int /*fd*/, std::string_view /*bytes*/) {}
 };
 
 std::unique_ptr<Poller> make_epoll_poller();

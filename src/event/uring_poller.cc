@@ -22,6 +22,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/log.h"
@@ -45,14 +48,17 @@ constexpr unsigned kCompletionEntries = 8192;
 constexpr unsigned kReceiveBuffers = 512;
 constexpr unsigned kReceiveBufferSize = 2048;
 constexpr int kBufferGroup = 0;
+// A send's copy keeps its memory for the next one up to this size.
+constexpr size_t kKeptSendCapacity = 16 * 1024;
 
 // user_data: bit 63 marks our removals, bit 62 our updates (their own completions, not the
-// polls'), bit 61 receives (and, with bit 63, their cancellations), bits 32..60 the generation,
-// bits 0..31 the descriptor.
+// polls'), bit 61 receives and bit 60 sends (with bit 63: their cancellations), bits 32..59 the
+// generation, bits 0..31 the descriptor (a send's: its index in sends_).
 constexpr uint64_t kRemoval = uint64_t{1} << 63;
 constexpr uint64_t kUpdate = uint64_t{1} << 62;
 constexpr uint64_t kReceiving = uint64_t{1} << 61;
-constexpr uint32_t kGenerationMask = 0x1fffffff;
+constexpr uint64_t kSending = uint64_t{1} << 60;
+constexpr uint32_t kGenerationMask = 0x0fffffff;
 
 uint64_t tag(int fd, uint32_t generation) {
   return (uint64_t{generation & kGenerationMask} << 32) | static_cast<uint32_t>(fd);
@@ -133,6 +139,25 @@ class UringPoller final : public Poller {
   }
 
   bool receives() const override { return buffer_ring_ != nullptr; }
+  bool sends() const override { return true; }
+
+  void send(int fd, std::string_view bytes) override {
+    Slot* slot = find(fd);
+    if (!slot || slot->send >= 0) return;
+    if (free_sends_.empty()) {
+      free_sends_.push_back(static_cast<uint32_t>(sends_.size()));
+      sends_.push_back(std::make_unique<Send>());
+    }
+    const uint32_t id = free_sends_.back();
+    free_sends_.pop_back();
+    Send& out = *sends_[id];
+    out.fd = fd;
+    out.generation = slot->generation;
+    out.bytes.assign(bytes);
+    out.sent = 0;
+    slot->send = static_cast<int32_t>(id);
+    queue_send(id);
+  }
 
   void pause_receiving(int fd) override {
     Slot* slot = find(fd);
@@ -251,7 +276,12 @@ class UringPoller final : public Poller {
       const unsigned flags = cqe->flags;
       const bool more = flags & IORING_CQE_F_MORE;
       io_uring_cqe_seen(&ring_, cqe);
-      if ((data & (kReceiving | kRemoval)) == (kReceiving | kRemoval)) {
+      if ((data & (kSending | kRemoval)) == (kSending | kRemoval)) {
+        // A send's cancellation: its own completion ends it (and frees its bytes).
+        if (res == -EALREADY) queue_cancel_send(static_cast<uint32_t>(data));
+      } else if (data & kSending) {
+        on_send(static_cast<uint32_t>(data), res, events, &n);
+      } else if ((data & (kReceiving | kRemoval)) == (kReceiving | kRemoval)) {
         // A receive's cancellation: -EALREADY as for polls below; anything else, the receive's
         // own last completion says it is gone.
         if (res == -EALREADY) queue_cancel_receive(data & ~(kReceiving | kRemoval));
@@ -287,6 +317,16 @@ class UringPoller final : public Poller {
     bool ended = false;   // the receive reported the end of the stream: never armed again
     // kStopping by modify(): the generation the stopping receive's completions carry.
     uint32_t stopping_generation = 0;
+    int32_t send = -1;  // the send in flight (its index in sends_), or -1
+  };
+
+  // A send's own copy of its bytes, kept until its last completion: the kernel reads them when
+  // it runs the send, maybe after the caller has moved on (or closed).
+  struct Send {
+    int fd = -1;
+    uint32_t generation = 0;
+    std::string bytes;
+    size_t sent = 0;
   };
 
   Slot* find(int fd) {
@@ -326,6 +366,13 @@ class UringPoller final : public Poller {
 
   // The registration goes (removed, or its descriptor reused): its poll and its receive.
   void forget(int fd, Slot& slot) {
+    if (slot.send >= 0) {
+      // Hand the send to the kernel now, so it names this socket and not whatever the number
+      // becomes after the caller's close(2); then cancel it (it may be waiting for room).
+      io_uring_submit(&ring_);
+      queue_cancel_send(static_cast<uint32_t>(slot.send));
+      slot.send = -1;
+    }
     queue_remove(tag(fd, slot.generation));
     if (slot.receive == Receive::kOn) queue_cancel_receive(tag(fd, slot.generation));
     slot.receive = Receive::kOff;
@@ -476,8 +523,47 @@ class UringPoller final : public Poller {
     events[(*n)++] = {slot->target, kReceived, static_cast<uint32_t>(res), bytes};
   }
 
+  // ---- Sending ----
+
+  void queue_send(uint32_t id) {
+    Send& out = *sends_[id];
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_send(sqe, out.fd, out.bytes.data() + out.sent, out.bytes.size() - out.sent,
+                       MSG_NOSIGNAL);
+    io_uring_sqe_set_data64(sqe, kSending | id);
+  }
+
+  void queue_cancel_send(uint32_t id) {
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_cancel64(sqe, kSending | id, 0);
+    io_uring_sqe_set_data64(sqe, kSending | kRemoval | id);
+  }
+
+  // A send's completion: a partial one goes on with the rest; the end is reported to the
+  // registration if it is still the one that sent.
+  void on_send(uint32_t id, int res, ReadyEvent* events, int* n) {
+    Send& out = *sends_[id];
+    Slot* slot = find(out.fd);
+    const bool current = slot && slot->send == static_cast<int32_t>(id) &&
+                         (slot->generation & kGenerationMask) == (out.generation & kGenerationMask);
+    if (current && res > 0) {
+      out.sent += static_cast<size_t>(res);
+      if (out.sent < out.bytes.size()) {
+        queue_send(id);
+        return;
+      }
+    }
+    if (out.bytes.capacity() > kKeptSendCapacity) std::string().swap(out.bytes);
+    free_sends_.push_back(id);
+    if (!current) return;
+    slot->send = -1;
+    events[(*n)++] = {slot->target, res > 0 ? uint32_t{kSent} : uint32_t{kSent | kHangup}};
+  }
+
   io_uring ring_{};
   bool started_ = false;
+  std::vector<std::unique_ptr<Send>> sends_;
+  std::vector<uint32_t> free_sends_;
   io_uring_buf_ring* buffer_ring_ = nullptr;
   char* buffers_ = nullptr;
   std::vector<uint16_t> lent_;  // buffers handed over in the last batch

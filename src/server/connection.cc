@@ -102,6 +102,8 @@ struct InFlight final : event::Disposable, RecycledAllocation<InFlight> {
 namespace {
 
 constexpr size_t kExchangeHighWater = 64 * 1024;
+// Answers up to this size go out through the poller where it sends (io_uring): it copies them.
+constexpr size_t kPollerSendLimit = 16 * 1024;
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 constexpr std::string_view kTimeoutResponse =
@@ -322,37 +324,47 @@ void Connection::on_received(const char* bytes, size_t length) {
     on_ready(event::kIn | event::kHangup);
     return;
   }
-  inbox_ = bytes;
-  inbox_length_ = static_cast<uint32_t>(length);
+  std::string_view inbox(bytes, length);
+  inbox_ = &inbox;
   on_ready(event::kIn);
-  if (inbox_length_ && state_ != State::kClosed) {
-    extras().unread.append(inbox_, inbox_length_);
+  if (!inbox.empty() && state_ != State::kClosed) {
+    extras().unread.append(inbox);
     if (!receive_paused_) {
       receive_paused_ = true;
       worker_.poller().pause_receiving(fd_);
     }
   }
   inbox_ = nullptr;
-  inbox_length_ = 0;
+}
+
+void Connection::on_sent(bool ok) {
+  sending_ = false;
+  if (state_ == State::kClosed) return;
+  if (!ok) {  // the client reset the connection, or it broke
+    pending_.reset();
+    close_now();
+    return;
+  }
+  on_ready(event::kOut);  // as when a full socket takes bytes again: flush what follows, go on
 }
 
 ssize_t Connection::take_received(char* buffer, size_t length) {
+  // Kept bytes first, then the delivery in hand, in one read: a short read ends the reading.
+  size_t n = 0;
   std::string* kept = extras_ ? &extras_->unread : nullptr;
   if (kept && !kept->empty()) {
-    const size_t n = std::min(length, kept->size());
+    n = std::min(length, kept->size());
     std::memcpy(buffer, kept->data(), n);
     kept->erase(0, n);
-    // All kept bytes taken: receive again now, as a short read here ends the reading.
-    if (kept->empty()) resume_receiving();
-    return static_cast<ssize_t>(n);
+    if (kept->empty()) resume_receiving();  // all read: what comes next comes with an event
   }
-  if (inbox_length_) {
-    const size_t n = std::min<size_t>(length, inbox_length_);
-    std::memcpy(buffer, inbox_, n);
-    inbox_ += n;
-    inbox_length_ -= static_cast<uint32_t>(n);
-    return static_cast<ssize_t>(n);
+  if (inbox_ && n < length && !inbox_->empty()) {
+    const size_t more = std::min(length - n, inbox_->size());
+    std::memcpy(buffer + n, inbox_->data(), more);
+    inbox_->remove_prefix(more);
+    n += more;
   }
+  if (n > 0) return static_cast<ssize_t>(n);
   if (receive_ended_) return 0;
   resume_receiving();
   errno = EAGAIN;
@@ -880,12 +892,27 @@ bool Connection::keep_alive_allowed(const Request& request, const Response& resp
 }
 
 void Connection::flush() {
+  if (sending_) return;  // the poller's send goes first; on_sent flushes what follows
   OutputQueue& queue = pending_ ? *pending_ : worker_.scratch_output();
+  if (receiving_ && queue.only_bytes() && !queue.empty() &&
+      queue.pending_bytes() <= kPollerSendLimit) {
+    // io_uring: the poller sends a copy with its next wait, in the system call that waits, so
+    // an answer costs no send(2). Until it is out the connection waits as if the socket were
+    // full (pending_, the send timeout); larger answers and files take the socket path.
+    const std::string_view bytes = queue.unsent();
+    worker_.poller().send(fd_, bytes);
+    metrics::local().bytes_sent[0].add(bytes.size());
+    queue.clear();
+    sending_ = true;
+    if (!pending_) pending_ = std::make_unique<OutputQueue>();
+    arm_send_timer();
+    return;
+  }
   switch (queue.flush(fd_, tls_.get())) {
     case OutputQueue::FlushResult::kDone:
       if (pending_) {
         pending_.reset();
-        event::TimerList::disarm(timer);
+        if (timer.list == &worker_.send_timers) event::TimerList::disarm(timer);
         if (!keep_alive_ && state_ != State::kExchange) finish_closing();
       }
       return;
@@ -894,7 +921,7 @@ void Connection::flush() {
         pending_ = std::make_unique<OutputQueue>();
         pending_->take_remainder(queue);
       }
-      set_timer(worker_.send_timers);
+      arm_send_timer();
       if (!ensure_registered()) close_now();
       return;
     case OutputQueue::FlushResult::kError:
@@ -902,6 +929,12 @@ void Connection::flush() {
       close_now();
       return;
   }
+}
+
+// The connection has one timer: a request held by a rate limit (kDelayed) keeps its delay's,
+// which resumes it, rather than the send timeout of the answer before it.
+void Connection::arm_send_timer() {
+  if (state_ != State::kDelayed) set_timer(worker_.send_timers);
 }
 
 void Connection::become_idle_or_wait() {
@@ -1109,7 +1142,11 @@ void Connection::on_exchange_ready(uint32_t readiness) {
       if (state_ != State::kExchange || flight_.get() != f) return;
     }
   }
-  if (!(readiness & (event::kIn | event::kHangup))) return;
+  // Reading stopped while output was pending, which is now out: read on. (epoll reports the
+  // bytes waiting with the writability; a poller that receives for us has handed them over
+  // already, so nothing else would.)
+  const bool unblocked = read_blocked_ && !pending_;
+  if (!(readiness & (event::kIn | event::kHangup)) && !unblocked) return;
   if (!f->tunnel && (f->body.done() || f->body_paused)) {
     if ((readiness & event::kHangup) && f->body.done()) {
       // The client closed (or half-closed) while waiting for its answer: give up on it.
@@ -1119,6 +1156,7 @@ void Connection::on_exchange_ready(uint32_t readiness) {
     read_blocked_ = true;
     return;
   }
+  read_blocked_ = false;
   on_readable();
 }
 

@@ -26,6 +26,9 @@ class OutputQueue {
   std::string& bytes() { return bytes_; }
   void append_file(const Ref<BodyFile>& file, off_t offset, size_t length);
   bool empty() const { return sent_ == bytes_.size() && next_cut_ == cuts_.size(); }
+  // Nothing but bytes (no file region) is waiting: unsent() is all of it.
+  bool only_bytes() const { return next_cut_ == cuts_.size(); }
+  std::string_view unsent() const { return std::string_view(bytes_).substr(sent_); }
   size_t pending_bytes() const;
 
   // Writes as much as the socket takes: one send() for the common all-in-memory case. With a TLS

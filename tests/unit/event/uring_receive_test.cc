@@ -1,11 +1,13 @@
-// Receiving through the io_uring poller (event::kReceive): multishot receives into the provided
-// buffer ring, whose bytes come with the events. What a connection relies on: every byte once,
-// in order, to the current target; an empty delivery at the end; back-pressure by pause/resume;
-// and a close that releases the socket.
+// Receiving and sending through the io_uring poller. Receiving (event::kReceive): multishot
+// receives into the provided buffer ring, whose bytes come with the events. What a connection
+// relies on: every byte once, in order, to the current target; an empty delivery at the end;
+// back-pressure by pause/resume; and a close that releases the socket. Sending (Poller::send):
+// the whole copy goes out, one kSent at its end, and a close never lets it reach another socket.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,9 +26,12 @@ struct Receiver : Pollable {
       received.append(bytes, length);
     }
   }
+  void on_sent(bool ok) override { ++(ok ? sent : failed); }
   uint32_t ready = 0;
   std::string received;
   int ends = 0;
+  int sent = 0;
+  int failed = 0;
 };
 
 constexpr uint32_t kReceiving = kReadable | kWritable | kEdgeTriggered | kReceive;
@@ -65,8 +70,9 @@ class UringReceiveTest : public ::testing::Test {
   Receiver a, b;
 };
 
-TEST(ReceiveSupport, EpollDoesNotReceive) {
+TEST(ReceiveSupport, EpollNeitherReceivesNorSends) {
   EXPECT_FALSE(make_epoll_poller()->receives());
+  EXPECT_FALSE(make_epoll_poller()->sends());
 }
 
 TEST_F(UringReceiveTest, BytesComeWithTheEventAndNoReadabilityIsReported) {
@@ -177,6 +183,90 @@ TEST_F(UringReceiveTest, RemoveDropsBytesAlreadyTaken) {
   pump();
   pump();
   EXPECT_EQ(a.received, "");
+}
+
+std::string read_all(int fd, size_t want) {
+  std::string got;
+  char buffer[65536];
+  for (int idle = 0; got.size() < want && idle < 2000;) {
+    ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n > 0) {
+      got.append(buffer, static_cast<size_t>(n));
+      idle = 0;
+    } else {
+      ++idle;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  return got;
+}
+
+TEST_F(UringReceiveTest, SendGoesOutWithTheNextWaitAndEndsOnce) {
+  ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));
+  pump();
+  std::string copy = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
+  poller->send(pair[0], copy);
+  copy.assign(copy.size(), 'x');  // the poller sends its own copy
+  char byte;
+  EXPECT_EQ(::recv(pair[1], &byte, 1, 0), -1);  // nothing before the wait
+  pump();
+  pump(10);
+  EXPECT_EQ(read_all(pair[1], 40), "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi");
+  EXPECT_EQ(a.sent, 1);
+  EXPECT_EQ(a.failed, 0);
+}
+
+TEST_F(UringReceiveTest, ASendLargerThanTheSocketTakesGoesOutWholeAcrossPartialWrites) {
+  ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));
+  std::string sent;
+  for (int i = 0; sent.size() < 4u << 20; ++i) sent += std::to_string(i) + ";";
+  poller->send(pair[0], sent);
+  std::string got;
+  std::thread reader([&] { got = read_all(pair[1], sent.size()); });
+  for (int rounds = 0; a.sent + a.failed == 0 && rounds < 10000; ++rounds) pump(10);
+  reader.join();
+  EXPECT_EQ(a.sent, 1);
+  ASSERT_EQ(got.size(), sent.size());
+  EXPECT_TRUE(got == sent);
+}
+
+TEST_F(UringReceiveTest, ASendToAClosedPeerFails) {
+  ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));
+  pump();
+  ::close(pair[1]);
+  pair[1] = -1;
+  pump();
+  poller->send(pair[0], "too late");
+  pump();
+  pump(10);
+  EXPECT_EQ(a.failed, 1);
+  EXPECT_EQ(a.sent, 0);
+}
+
+TEST_F(UringReceiveTest, CloseCancelsAWaitingSendAndItNeverReachesTheNumbersNextSocket) {
+  ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));
+  pump();
+  // Fill the socket so the send has to wait for room, then close it.
+  std::string block(1 << 20, 'o');
+  while (::send(pair[0], block.data(), block.size(), MSG_NOSIGNAL) > 0) {
+  }
+  poller->send(pair[0], "OLD");
+  const int number = pair[0];
+  poller->close(pair[0]);
+  pair[0] = -1;
+  // The next socket likely gets the same number: it must never see the old send's bytes.
+  int next[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, next), 0);
+  ASSERT_TRUE(poller->add(next[0], kReceiving, &b));
+  pump();
+  pump(10);
+  char bytes[8];
+  EXPECT_EQ(::recv(next[1], bytes, sizeof bytes, 0), -1)
+      << "reused number: " << (next[0] == number);
+  EXPECT_EQ(a.sent + a.failed, 0);  // the closed target hears nothing
+  EXPECT_EQ(b.sent + b.failed, 0);
+  poller->close(next[0]);
+  ::close(next[1]);
 }
 
 }  // namespace
