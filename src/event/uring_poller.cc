@@ -317,7 +317,8 @@ class UringPoller final : public Poller {
     bool ended = false;   // the receive reported the end of the stream: never armed again
     // kStopping by modify(): the generation the stopping receive's completions carry.
     uint32_t stopping_generation = 0;
-    int32_t send = -1;  // the send in flight (its index in sends_), or -1
+    int32_t send = -1;           // the send in flight (its index in sends_), or -1
+    uint32_t receive_batch = 0;  // the wait() after which the receive was last armed
   };
 
   // A send's own copy of its bytes, kept until its last completion: the kernel reads them when
@@ -366,10 +367,13 @@ class UringPoller final : public Poller {
 
   // The registration goes (removed, or its descriptor reused): its poll and its receive.
   void forget(int fd, Slot& slot) {
-    if (slot.send >= 0) {
-      // Hand the send to the kernel now, so it names this socket and not whatever the number
-      // becomes after the caller's close(2); then cancel it (it may be waiting for room).
+    // A send, or a receive armed since the last wait, names the socket by its number, which
+    // the kernel resolves at submission: hand them over now, before the caller's close(2) lets
+    // the next accept reuse the number (a send would reach that client; a receive would take
+    // its bytes). Then cancel them.
+    if (slot.send >= 0 || (slot.receive == Receive::kOn && slot.receive_batch == batch_))
       io_uring_submit(&ring_);
+    if (slot.send >= 0) {
       queue_cancel_send(static_cast<uint32_t>(slot.send));
       slot.send = -1;
     }
@@ -480,6 +484,7 @@ class UringPoller final : public Poller {
     sqe->buf_group = kBufferGroup;
     io_uring_sqe_set_data64(sqe, kReceiving | tag(fd, slot.generation));
     slot.receive = Receive::kOn;
+    slot.receive_batch = batch_;
     slot.resume = false;
   }
 

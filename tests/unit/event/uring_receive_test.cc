@@ -175,6 +175,23 @@ TEST_F(UringReceiveTest, CloseCancelsTheReceiveSoThePeerSeesTheEnd) {
   EXPECT_EQ(a.received, "");
 }
 
+TEST_F(UringReceiveTest, AReceiveClosedBeforeItsFirstWaitNeverTakesTheNumbersNextSocketsBytes) {
+  ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));  // its receive is only queued so far
+  const int number = pair[0];
+  poller->close(pair[0]);
+  pair[0] = -1;
+  int next[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, next), 0);
+  ASSERT_EQ(::send(next[1], "mine", 4, MSG_NOSIGNAL), 4);
+  ASSERT_TRUE(poller->add(next[0], kReceiving, &b));
+  pump();
+  pump(10);
+  EXPECT_EQ(b.received, "mine") << "reused number: " << (next[0] == number);
+  EXPECT_EQ(a.received, "");
+  poller->close(next[0]);
+  ::close(next[1]);
+}
+
 TEST_F(UringReceiveTest, RemoveDropsBytesAlreadyTaken) {
   ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));
   pump();
