@@ -88,8 +88,9 @@ class Poller {
   // Queues a copy of `bytes` to go out on a registered descriptor with the next wait, in the
   // same system call; its end is one kSent event (on_sent). One send at a time per descriptor.
   // A close or removal cancels it (after handing it to the kernel, which resolves the
-  // descriptor then: a number reused by the next accept never gets these bytes).
-  virtual void send(int /*fd*/, std::string_view /*bytes*/) {}
+  // descriptor then: a number reused by the next accept never gets these bytes). False (and
+  // nothing queued) for a descriptor not registered, or with a send in flight.
+  virtual bool send(int /*fd*/, std::string_view /*bytes*/) { return false; }
 };
 
 std::unique_ptr<Poller> make_epoll_poller();

@@ -141,9 +141,9 @@ class UringPoller final : public Poller {
   bool receives() const override { return buffer_ring_ != nullptr; }
   bool sends() const override { return true; }
 
-  void send(int fd, std::string_view bytes) override {
+  bool send(int fd, std::string_view bytes) override {
     Slot* slot = find(fd);
-    if (!slot || slot->send >= 0) return;
+    if (!slot || slot->send >= 0) return false;
     if (free_sends_.empty()) {
       free_sends_.push_back(static_cast<uint32_t>(sends_.size()));
       sends_.push_back(std::make_unique<Send>());
@@ -157,6 +157,7 @@ class UringPoller final : public Poller {
     out.sent = 0;
     slot->send = static_cast<int32_t>(id);
     queue_send(id);
+    return true;
   }
 
   void pause_receiving(int fd) override {

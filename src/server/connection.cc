@@ -895,13 +895,11 @@ void Connection::flush() {
   if (sending_) return;  // the poller's send goes first; on_sent flushes what follows
   OutputQueue& queue = pending_ ? *pending_ : worker_.scratch_output();
   if (receiving_ && queue.only_bytes() && !queue.empty() &&
-      queue.pending_bytes() <= kPollerSendLimit) {
+      queue.pending_bytes() <= kPollerSendLimit && worker_.poller().send(fd_, queue.unsent())) {
     // io_uring: the poller sends a copy with its next wait, in the system call that waits, so
     // an answer costs no send(2). Until it is out the connection waits as if the socket were
     // full (pending_, the send timeout); larger answers and files take the socket path.
-    const std::string_view bytes = queue.unsent();
-    worker_.poller().send(fd_, bytes);
-    metrics::local().bytes_sent[0].add(bytes.size());
+    metrics::local().bytes_sent[0].add(queue.unsent().size());
     queue.clear();
     sending_ = true;
     if (!pending_) pending_ = std::make_unique<OutputQueue>();

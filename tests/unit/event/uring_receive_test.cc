@@ -222,8 +222,10 @@ TEST_F(UringReceiveTest, SendGoesOutWithTheNextWaitAndEndsOnce) {
   ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));
   pump();
   std::string copy = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
-  poller->send(pair[0], copy);
-  copy.assign(copy.size(), 'x');  // the poller sends its own copy
+  ASSERT_TRUE(poller->send(pair[0], copy));
+  EXPECT_FALSE(poller->send(pair[0], "second"));  // one at a time: refused, not lost
+  EXPECT_FALSE(poller->send(pair[1], "x"));       // not registered
+  copy.assign(copy.size(), 'x');                  // the poller sends its own copy
   char byte;
   EXPECT_EQ(::recv(pair[1], &byte, 1, 0), -1);  // nothing before the wait
   pump();
@@ -237,7 +239,7 @@ TEST_F(UringReceiveTest, ASendLargerThanTheSocketTakesGoesOutWholeAcrossPartialW
   ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));
   std::string sent;
   for (int i = 0; sent.size() < 4u << 20; ++i) sent += std::to_string(i) + ";";
-  poller->send(pair[0], sent);
+  ASSERT_TRUE(poller->send(pair[0], sent));
   std::string got;
   std::thread reader([&] { got = read_all(pair[1], sent.size()); });
   for (int rounds = 0; a.sent + a.failed == 0 && rounds < 10000; ++rounds) pump(10);
@@ -253,7 +255,7 @@ TEST_F(UringReceiveTest, ASendToAClosedPeerFails) {
   ::close(pair[1]);
   pair[1] = -1;
   pump();
-  poller->send(pair[0], "too late");
+  ASSERT_TRUE(poller->send(pair[0], "too late"));
   pump();
   pump(10);
   EXPECT_EQ(a.failed, 1);
@@ -267,7 +269,7 @@ TEST_F(UringReceiveTest, CloseCancelsAWaitingSendAndItNeverReachesTheNumbersNext
   std::string block(1 << 20, 'o');
   while (::send(pair[0], block.data(), block.size(), MSG_NOSIGNAL) > 0) {
   }
-  poller->send(pair[0], "OLD");
+  ASSERT_TRUE(poller->send(pair[0], "OLD"));
   const int number = pair[0];
   poller->close(pair[0]);
   pair[0] = -1;
