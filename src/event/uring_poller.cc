@@ -49,7 +49,7 @@ constexpr unsigned kReceiveBuffers = 512;
 constexpr unsigned kReceiveBufferSize = 2048;
 constexpr int kBufferGroup = 0;
 // A send's copy keeps its memory for the next one up to this size.
-constexpr size_t kKeptSendCapacity = 16 * 1024;
+constexpr size_t kKeptSendCapacity = 4 * 1024;
 
 // user_data: bit 63 marks our removals, bit 62 our updates (their own completions, not the
 // polls'), bit 61 receives and bit 60 sends (with bit 63: their cancellations), bits 32..59 the

@@ -103,7 +103,7 @@ namespace {
 
 constexpr size_t kExchangeHighWater = 64 * 1024;
 // Answers up to this size go out through the poller where it sends (io_uring): it copies them.
-constexpr size_t kPollerSendLimit = 16 * 1024;
+constexpr size_t kPollerSendLimit = 4 * 1024;
 
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 constexpr std::string_view kTimeoutResponse =
@@ -894,11 +894,13 @@ bool Connection::keep_alive_allowed(const Request& request, const Response& resp
 void Connection::flush() {
   if (sending_) return;  // the poller's send goes first; on_sent flushes what follows
   OutputQueue& queue = pending_ ? *pending_ : worker_.scratch_output();
-  if (receiving_ && queue.only_bytes() && !queue.empty() &&
+  if (receiving_ && state_ != State::kExchange && queue.only_bytes() && !queue.empty() &&
       queue.pending_bytes() <= kPollerSendLimit && worker_.poller().send(fd_, queue.unsent())) {
     // io_uring: the poller sends a copy with its next wait, in the system call that waits, so
     // an answer costs no send(2). Until it is out the connection waits as if the socket were
-    // full (pending_, the send timeout); larger answers and files take the socket path.
+    // full (pending_, the send timeout); larger answers and files take the socket path. So do
+    // exchanges' (proxy, FastCGI, AJP, applications): streamed through the ring, 1,000 stalled
+    // compressed downloads held 3-30x the memory (test_compression, docs/io_uring.md).
     metrics::local().bytes_sent[0].add(queue.unsent().size());
     queue.clear();
     sending_ = true;
