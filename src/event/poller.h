@@ -84,7 +84,6 @@ class Poller {
   virtual void resume_receiving(int /*fd*/) {}
 
   // ---- Sending through the poller: io_uring only ----
-  virtual bool sends() const { return false; }
   // Queues a copy of `bytes` to go out on a registered descriptor with the next wait, in the
   // same system call; its end is one kSent event (on_sent). One send at a time per descriptor.
   // A close or removal cancels it (after handing it to the kernel, which resolves the

@@ -47,6 +47,7 @@ constexpr unsigned kCompletionEntries = 8192;
 // are touched under load: 1 MiB a worker.
 constexpr unsigned kReceiveBuffers = 512;
 constexpr unsigned kReceiveBufferSize = 2048;
+constexpr size_t kReceiveBytes = size_t{kReceiveBuffers} * kReceiveBufferSize;
 constexpr int kBufferGroup = 0;
 // A send's copy keeps its memory for the next one up to this size.
 constexpr size_t kKeptSendCapacity = 4 * 1024;
@@ -135,11 +136,10 @@ class UringPoller final : public Poller {
   ~UringPoller() override {
     if (started_) io_uring_queue_exit(&ring_);  // cancels every poll
     if (buffer_ring_) munmap(buffer_ring_, buffer_ring_bytes());
-    if (buffers_) munmap(buffers_, size_t{kReceiveBuffers} * kReceiveBufferSize);
+    if (buffers_) munmap(buffers_, kReceiveBytes);
   }
 
   bool receives() const override { return buffer_ring_ != nullptr; }
-  bool sends() const override { return true; }
 
   bool send(int fd, std::string_view bytes) override {
     Slot* slot = find(fd);
@@ -440,12 +440,11 @@ class UringPoller final : public Poller {
   void start_receiving() {
     void* ring_memory = mmap(nullptr, buffer_ring_bytes(), PROT_READ | PROT_WRITE,
                              MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
-    void* buffer_memory = mmap(nullptr, size_t{kReceiveBuffers} * kReceiveBufferSize,
-                               PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+    void* buffer_memory =
+        mmap(nullptr, kReceiveBytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
     if (ring_memory == MAP_FAILED || buffer_memory == MAP_FAILED) {
       if (ring_memory != MAP_FAILED) munmap(ring_memory, buffer_ring_bytes());
-      if (buffer_memory != MAP_FAILED)
-        munmap(buffer_memory, size_t{kReceiveBuffers} * kReceiveBufferSize);
+      if (buffer_memory != MAP_FAILED) munmap(buffer_memory, kReceiveBytes);
       return;
     }
     auto* ring = static_cast<io_uring_buf_ring*>(ring_memory);
@@ -456,7 +455,7 @@ class UringPoller final : public Poller {
     registration.bgid = kBufferGroup;
     if (io_uring_register_buf_ring(&ring_, &registration, 0) != 0) {
       munmap(ring_memory, buffer_ring_bytes());
-      munmap(buffer_memory, size_t{kReceiveBuffers} * kReceiveBufferSize);
+      munmap(buffer_memory, kReceiveBytes);
       return;
     }
     buffer_ring_ = ring;

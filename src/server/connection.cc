@@ -341,7 +341,6 @@ void Connection::on_sent(bool ok) {
   sending_ = false;
   if (state_ == State::kClosed) return;
   if (!ok) {  // the client reset the connection, or it broke
-    pending_.reset();
     close_now();
     return;
   }
@@ -392,16 +391,10 @@ void Connection::on_readable() {
       return;
     }
     if (state_ == State::kLinger) {
-      if (receiving_) {  // drop what comes; close at its end
-        char sink[4096];
-        while (take_received(sink, sizeof sink) > 0) {
-        }
-        if (receive_ended_) close_now();
-        return;
-      }
       char sink[4096];
       ssize_t n;
-      while ((n = ::recv(fd_, sink, sizeof sink, 0)) > 0) {
+      while ((n = receiving_ ? take_received(sink, sizeof sink)
+                             : ::recv(fd_, sink, sizeof sink, 0)) > 0) {
       }
       if (n == 0 || errno != EAGAIN) close_now();
       return;

@@ -71,8 +71,15 @@ class UringReceiveTest : public ::testing::Test {
 };
 
 TEST(ReceiveSupport, EpollNeitherReceivesNorSends) {
-  EXPECT_FALSE(make_epoll_poller()->receives());
-  EXPECT_FALSE(make_epoll_poller()->sends());
+  std::unique_ptr<Poller> epoll = make_epoll_poller();
+  EXPECT_FALSE(epoll->receives());
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair), 0);
+  Receiver target;
+  ASSERT_TRUE(epoll->add(pair[0], kReadable | kWritable | kEdgeTriggered, &target));
+  EXPECT_FALSE(epoll->send(pair[0], "x"));  // the connection then writes to the socket itself
+  ::close(pair[0]);
+  ::close(pair[1]);
 }
 
 TEST_F(UringReceiveTest, BytesComeWithTheEventAndNoReadabilityIsReported) {
