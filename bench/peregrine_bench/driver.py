@@ -260,8 +260,8 @@ def parse_args(argv):
     ap.add_argument("--peregrine", default=DEFAULT_PEREGRINE, help=f"peregrine binary (default {DEFAULT_PEREGRINE})")
     ap.add_argument("--peregrine-binary", action="append", default=[], metavar="LABEL=PATH",
                     help="repeatable: benchmark this binary as server peregrine-LABEL, in the place of "
-                         "peregrine in --servers (two builds side by side in one run; the first is "
-                         "the baseline of the comparison table)")
+                         "peregrine in --servers, or else of peregrine-uring (then on io_uring); two "
+                         "builds side by side in one run, the first the baseline of the comparison table")
     ap.add_argument("--rounds", type=int, default=1,
                     help="run every scenario this many times, servers started afresh each round, and "
                          "print the median of the rounds' medians (default 1)")
@@ -322,19 +322,22 @@ def parse_args(argv):
     # binaries take the single peregrine's place.
     args._server_classes = dict(SERVER_CLASSES)
     if args.peregrine_binary:
-        if "peregrine" not in args.servers:
-            ap.error("--peregrine-binary needs peregrine in --servers")
+        # The labelled builds take the place of peregrine, or else of peregrine-uring (and run
+        # on io_uring).
+        base = next((b for b in ("peregrine", "peregrine-uring") if b in args.servers), None)
+        if not base:
+            ap.error("--peregrine-binary needs peregrine or peregrine-uring in --servers")
         variants = {}
         for spec in args.peregrine_binary:
             label, sep, path = spec.partition("=")
             if not sep or not label or not path or not re.fullmatch(r"[A-Za-z0-9_.]+", label):
                 ap.error(f"--peregrine-binary {spec!r}: want LABEL=PATH, LABEL of letters, digits, _ and .")
-            cls = peregrine_variant(label, os.path.abspath(path))
+            cls = peregrine_variant(label, os.path.abspath(path), SERVER_CLASSES[base])
             if cls.name in variants:
                 ap.error(f"--peregrine-binary: label {label!r} given twice")
             variants[cls.name] = cls
         args._server_classes.update(variants)
-        i = args.servers.index("peregrine")
+        i = args.servers.index(base)
         args.servers[i:i + 1] = list(variants)
     return args
 

@@ -758,9 +758,10 @@ SERVER_CLASSES = {"peregrine": Peregrine, "peregrine-uring": PeregrineUring, "pe
                   "canned-epoll": CannedEpoll, "nginx": Nginx, "h2o": H2O, "lighttpd": Lighttpd}
 
 
-def peregrine_variant(label, path):
-    """A server class "peregrine-LABEL" running the binary at `path`: two builds in one run share
-    the warm-up, the interleaved runs and the machine's background noise, which is what makes a
-    difference of a few percent between them measurable at all."""
-    return type(f"Peregrine_{label}", (Peregrine,),
+def peregrine_variant(label, path, base=Peregrine):
+    """A server class "peregrine-LABEL" running the binary at `path` as `base` runs it (epoll, or
+    PeregrineUring): two builds in one run share the warm-up, the interleaved runs and the
+    machine's background noise, which is what makes a difference of a few percent between them
+    measurable at all."""
+    return type(f"{base.__name__}_{label}", (base,),
                 {"name": f"peregrine-{label}", "path": path, "fingerprints": []})
