@@ -1,6 +1,7 @@
 // Readiness notification behind a small interface, with two backends: epoll, and io_uring
 // (IORING_OP_POLL_ADD: multishot polls, one submission per wait; and, for the sockets that ask,
-// multishot receives into a provided buffer ring). See docs/io_uring.md.
+// multishot receives into a provided buffer ring, sends, and multishot accepts). See
+// docs/io_uring.md.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,10 @@ enum Interest : uint32_t {
   // can be read: no recv(2) per wake-up. Only where Poller::receives(); with kEdgeTriggered;
   // fixed when the descriptor is added. Writability and hang-ups are still reported.
   kReceive = 1u << 4,
+  // A listening socket: hand over each accepted connection (Pollable::on_accepted) instead of
+  // reporting that one can be accepted: no accept4(2) per connection. Only where
+  // Poller::accepts(); instead of kReadable; fixed when the descriptor is added.
+  kAccept = 1u << 5,
 };
 
 enum Readiness : uint32_t {
@@ -29,6 +34,7 @@ enum Readiness : uint32_t {
   kHangup = 1u << 2,    // peer closed or error: a read will tell which
   kReceived = 1u << 3,  // a kReceive registration's bytes: ReadyEvent::bytes and length
   kSent = 1u << 4,      // a Poller::send finished: every byte went out, or (with kHangup) not
+  kAccepted = 1u << 5,  // a kAccept registration's connection: its descriptor in ReadyEvent::length
 };
 
 // Anything registered with a poller. The poller hands back the pointer it was given.
@@ -40,6 +46,10 @@ class Pollable {
   virtual void on_received(const char* /*bytes*/, size_t /*length*/) {}
   // A Poller::send is over: every byte went out (ok), or the socket failed.
   virtual void on_sent(bool /*ok*/) {}
+  // A kAccept registration's new connection, non-blocking and close-on-exec, now the target's to
+  // close; or, with fd -1, accepting failed with `error` (EMFILE...) and is tried again with the
+  // next wait, as a listener that stays readable is reported again.
+  virtual void on_accepted(int /*fd*/, int /*error*/) {}
 
  protected:
   ~Pollable() = default;
@@ -48,12 +58,19 @@ class Pollable {
 struct ReadyEvent {
   Pollable* target;
   uint32_t readiness;
-  uint32_t length = 0;  // kReceived
+  uint32_t length = 0;  // kReceived; kAccepted: the descriptor, or with kHangup the errno
   const char* bytes = nullptr;
 
   void dispatch() const {
     if (readiness & kReceived) {
       target->on_received(bytes, length);
+    } else if (readiness & kAccepted) {
+      const int value = static_cast<int>(length);
+      if (readiness & kHangup) {
+        target->on_accepted(-1, value);
+      } else {
+        target->on_accepted(value, 0);
+      }
     } else if (readiness & kSent) {
       target->on_sent(!(readiness & kHangup));
     } else {
@@ -82,6 +99,9 @@ class Poller {
   // taken still arrive), and start again. Resuming before the stop is complete is fine.
   virtual void pause_receiving(int /*fd*/) {}
   virtual void resume_receiving(int /*fd*/) {}
+
+  // ---- Accepting through the poller (kAccept): io_uring only ----
+  virtual bool accepts() const { return false; }
 
   // ---- Sending through the poller: io_uring only ----
   // Queues a copy of `bytes` to go out on a registered descriptor with the next wait, in the

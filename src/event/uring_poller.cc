@@ -7,6 +7,9 @@
 // worker's provided buffer ring, and each completion is handed over as it is; its buffer goes
 // back to the ring at the next wait(), once the event has been dispatched.
 //
+// A kAccept registration (a listening socket) has a multishot accept instead of a poll: each
+// completion is a new connection's descriptor.
+//
 // Each registration lives in a table indexed by descriptor, with a generation that every add,
 // modify and remove advances. A poll's user_data carries (generation, fd): a completion whose
 // generation is not the slot's current one belongs to a registration that is gone (removed,
@@ -16,6 +19,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -37,6 +41,13 @@ namespace {
 // updatable polls, IORING_FEAT_NODROP, timeouts passed to io_uring_enter).
 constexpr unsigned kSetupFlags =
     IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
+// Linux 6.1: the kernel's completion work (a socket's bytes copied out, a send finished) waits
+// for our next io_uring_enter and runs there in one batch, instead of interrupting the worker
+// as each packet comes. It needs a single submitting thread; a worker's poller is made on the
+// main thread and runs on the worker's, so the ring starts disabled and the first thread to
+// submit enables it (own()).
+constexpr unsigned kDeferredFlags =
+    IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED;
 constexpr unsigned kSubmissionEntries = 1024;
 // Room for one completion per connection of a busy worker before the kernel's overflow list
 // (which it keeps, IORING_FEAT_NODROP, and we drain) is needed.
@@ -53,13 +64,14 @@ constexpr int kBufferGroup = 0;
 constexpr size_t kKeptSendCapacity = 4 * 1024;
 
 // user_data: bit 63 marks our removals, bit 62 our updates (their own completions, not the
-// polls'), bit 61 receives and bit 60 sends (with bit 63: their cancellations), bits 32..59 the
-// generation, bits 0..31 the descriptor (a send's: its index in sends_).
+// polls'), bit 61 receives, bit 60 sends and bit 59 accepts (with bit 63: their cancellations),
+// bits 32..58 the generation, bits 0..31 the descriptor (a send's: its index in sends_).
 constexpr uint64_t kRemoval = uint64_t{1} << 63;
 constexpr uint64_t kUpdate = uint64_t{1} << 62;
 constexpr uint64_t kReceiving = uint64_t{1} << 61;
 constexpr uint64_t kSending = uint64_t{1} << 60;
-constexpr uint32_t kGenerationMask = 0x0fffffff;
+constexpr uint64_t kAccepting = uint64_t{1} << 59;
+constexpr uint32_t kGenerationMask = 0x07ffffff;
 
 uint64_t tag(int fd, uint32_t generation) {
   return (uint64_t{generation & kGenerationMask} << 32) | static_cast<uint32_t>(fd);
@@ -108,9 +120,9 @@ bool kernel_has_multishot_receive() {
   return major >= 6;
 }
 
-bool make_ring(io_uring* ring, unsigned entries, std::string* error) {
+bool make_ring(io_uring* ring, unsigned entries, unsigned flags, std::string* error) {
   io_uring_params params{};
-  params.flags = kSetupFlags;
+  params.flags = flags;
   params.cq_entries = entries * (kCompletionEntries / kSubmissionEntries);
   int rc = io_uring_queue_init_params(entries, ring, &params);
   if (rc < 0) {
@@ -129,7 +141,9 @@ class UringPoller final : public Poller {
  public:
   // False (and `error` says why) when no ring can be made.
   bool start(unsigned entries, std::string* error) {
-    started_ = make_ring(&ring_, entries, error);
+    disabled_ = make_ring(&ring_, entries, kSetupFlags | kDeferredFlags, nullptr);
+    started_ = disabled_ || make_ring(&ring_, entries, kSetupFlags, error);
+    owned_ = !disabled_;
     if (started_ && kernel_has_multishot_receive()) start_receiving();
     return started_;
   }
@@ -140,6 +154,7 @@ class UringPoller final : public Poller {
   }
 
   bool receives() const override { return buffer_ring_ != nullptr; }
+  bool accepts() const override { return true; }  // multishot accept: Linux 5.19, as the ring
 
   bool send(int fd, std::string_view bytes) override {
     Slot* slot = find(fd);
@@ -164,7 +179,7 @@ class UringPoller final : public Poller {
     Slot* slot = find(fd);
     if (!slot) return;
     if (slot->receive == Receive::kOn) {
-      queue_cancel_receive(tag(fd, slot->generation));
+      queue_cancel(kReceiving | tag(fd, slot->generation));
       slot->receive = Receive::kStopping;
     }
     slot->resume = false;
@@ -193,6 +208,10 @@ class UringPoller final : public Poller {
     slot.target = target;
     slot.interest = interest;
     ++slot.generation;
+    if (interest & kAccept) {
+      arm_accept(fd, slot);
+      return true;
+    }
     arm(fd, slot);
     if ((interest & kReceive) && receives()) arm_receive(fd, slot);
     return true;
@@ -206,16 +225,17 @@ class UringPoller final : public Poller {
     }
     const uint64_t old_tag = tag(fd, slot->generation);
     const bool was_edge = slot->interest & kEdgeTriggered;
-    if ((slot->interest ^ interest) & kReceive) {
+    if (((slot->interest | interest) & kAccept) || ((slot->interest ^ interest) & kReceive)) {
       // Receiving is fixed when the descriptor is added: what an ended receive had taken from
-      // the socket would otherwise race with the reads of a readiness registration.
+      // the socket would otherwise race with the reads of a readiness registration. Accepting
+      // has nothing to change.
       errno = EINVAL;
       return false;
     }
     if (slot->receive != Receive::kOff) {
       // The receive's completions carry the old tag: cancel it, and take it up again under the
       // new one once it is gone, so every byte still reaches the (possibly new) target in order.
-      queue_cancel_receive(old_tag);
+      queue_cancel(kReceiving | old_tag);
       slot->receive = Receive::kStopping;
       slot->resume = true;
       slot->stopping_generation = slot->generation;
@@ -237,6 +257,7 @@ class UringPoller final : public Poller {
         sqe, old_tag, tag(fd, slot->generation), poll_mask(interest),
         IORING_POLL_UPDATE_EVENTS | IORING_POLL_UPDATE_USER_DATA | IORING_POLL_ADD_MULTI);
     io_uring_sqe_set_data64(sqe, kUpdate | old_tag);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
     return true;
   }
 
@@ -254,6 +275,7 @@ class UringPoller final : public Poller {
   }
 
   int wait(int timeout_ms, ReadyEvent* events, int capacity) override {
+    own();
     give_back_buffers();  // the last batch's events have been dispatched
     io_uring_cqe* cqe = nullptr;
     if (timeout_ms < 0) {
@@ -277,7 +299,12 @@ class UringPoller final : public Poller {
       const unsigned flags = cqe->flags;
       const bool more = flags & IORING_CQE_F_MORE;
       io_uring_cqe_seen(&ring_, cqe);
-      if ((data & (kSending | kRemoval)) == (kSending | kRemoval)) {
+      if ((data & (kAccepting | kRemoval)) == (kAccepting | kRemoval)) {
+        // An accept's cancellation: as a receive's.
+        if (res == -EALREADY) queue_cancel(data & ~kRemoval);
+      } else if (data & kAccepting) {
+        on_accept(data & ~kAccepting, res, flags, events, &n);
+      } else if ((data & (kSending | kRemoval)) == (kSending | kRemoval)) {
         // A send's cancellation: its own completion ends it (and frees its bytes).
         if (res == -EALREADY) queue_cancel_send(static_cast<uint32_t>(data));
       } else if (data & kSending) {
@@ -285,7 +312,7 @@ class UringPoller final : public Poller {
       } else if ((data & (kReceiving | kRemoval)) == (kReceiving | kRemoval)) {
         // A receive's cancellation: -EALREADY as for polls below; anything else, the receive's
         // own last completion says it is gone.
-        if (res == -EALREADY) queue_cancel_receive(data & ~(kReceiving | kRemoval));
+        if (res == -EALREADY) queue_cancel(data & ~kRemoval);
       } else if (data & kReceiving) {
         on_receive(data & ~kReceiving, res, flags, events, &n);
       } else if (data & kUpdate) {
@@ -304,7 +331,7 @@ class UringPoller final : public Poller {
 
  private:
   // A kReceive registration's multishot receive: on, being cancelled (its last completion has
-  // not come yet), or off (paused, ended, or never armed).
+  // not come yet), or off (paused, ended, or never armed). A kAccept one's accept: on or off.
   enum class Receive : uint8_t { kOff, kOn, kStopping };
 
   struct Slot {
@@ -343,9 +370,21 @@ class UringPoller final : public Poller {
     return slot && (slot->generation & kGenerationMask) == generation_of(data) ? slot : nullptr;
   }
 
+  // The calling thread becomes the only one that may submit (and register) from now on.
+  void own() {
+    if (owned_) return;
+    owned_ = true;
+    // liburing 2.3 declares io_uring_enable_rings() but does not export it.
+    if (disabled_)
+      syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
+    // io_uring_enter then names the ring by a per-thread index, skipping a descriptor lookup.
+    io_uring_register_ring_fd(&ring_);
+  }
+
   io_uring_sqe* next_sqe() {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     while (!sqe) {  // the submission queue is full: hand it to the kernel now
+      own();
       io_uring_submit(&ring_);
       sqe = io_uring_get_sqe(&ring_);
     }
@@ -368,18 +407,25 @@ class UringPoller final : public Poller {
 
   // The registration goes (removed, or its descriptor reused): its poll and its receive.
   void forget(int fd, Slot& slot) {
-    // A send, or a receive armed since the last wait, names the socket by its number, which
-    // the kernel resolves at submission: hand them over now, before the caller's close(2) lets
-    // the next accept reuse the number (a send would reach that client; a receive would take
-    // its bytes). Then cancel them.
-    if (slot.send >= 0 || (slot.receive == Receive::kOn && slot.receive_batch == batch_))
+    // A send, or a receive or accept armed since the last wait, names the socket by its number,
+    // which the kernel resolves at submission: hand them over now, before the caller's close(2)
+    // lets the next accept reuse the number (a send would reach that client; a receive would
+    // take its bytes). Then cancel them.
+    if (slot.send >= 0 || (slot.receive == Receive::kOn && slot.receive_batch == batch_)) {
+      own();
       io_uring_submit(&ring_);
+    }
     if (slot.send >= 0) {
       queue_cancel_send(static_cast<uint32_t>(slot.send));
       slot.send = -1;
     }
-    queue_remove(tag(fd, slot.generation));
-    if (slot.receive == Receive::kOn) queue_cancel_receive(tag(fd, slot.generation));
+    const uint64_t current = tag(fd, slot.generation);
+    if (slot.interest & kAccept) {
+      if (slot.receive == Receive::kOn) cancel_accept(kAccepting | current);
+    } else {
+      queue_remove(current);
+      if (slot.receive == Receive::kOn) queue_cancel(kReceiving | current);
+    }
     slot.receive = Receive::kOff;
     slot.resume = slot.ended = false;
   }
@@ -388,6 +434,7 @@ class UringPoller final : public Poller {
     io_uring_sqe* sqe = next_sqe();
     io_uring_prep_poll_remove(sqe, poll_tag);
     io_uring_sqe_set_data64(sqe, kRemoval | poll_tag);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
   }
 
   // A failed update means the poll it named had ended or was completing (-ENOENT, -EALREADY):
@@ -488,10 +535,12 @@ class UringPoller final : public Poller {
     slot.resume = false;
   }
 
-  void queue_cancel_receive(uint64_t poll_tag) {
+  // Cancels the multishot receive or accept whose user_data is `data`.
+  void queue_cancel(uint64_t data) {
     io_uring_sqe* sqe = next_sqe();
-    io_uring_prep_cancel64(sqe, kReceiving | poll_tag, 0);
-    io_uring_sqe_set_data64(sqe, kReceiving | kRemoval | poll_tag);
+    io_uring_prep_cancel64(sqe, data, 0);
+    io_uring_sqe_set_data64(sqe, kRemoval | data);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
   }
 
   // A receive's completion: bytes (in a ring buffer, lent until the next wait), or its end.
@@ -528,6 +577,56 @@ class UringPoller final : public Poller {
     events[(*n)++] = {slot->target, kReceived, static_cast<uint32_t>(res), bytes};
   }
 
+  // ---- Accepting ----
+
+  void arm_accept(int fd, Slot& slot) {
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_multishot_accept(sqe, fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, kAccepting | tag(fd, slot.generation));
+    slot.receive = Receive::kOn;
+    slot.receive_batch = batch_;
+  }
+
+  // At once: a queued cancellation would leave the accept taking connections from the backlog
+  // until the next wait, only for us to close them, when another worker, or the new process of
+  // an upgrade, accepts from the same socket and would serve them. And its end is run at once
+  // (deferred completion work), which lets go of the socket: the caller's close(2) then closes
+  // it, refusing new connections, even if this worker never waits again (a graceful stop).
+  void cancel_accept(uint64_t data) {
+    io_uring_sync_cancel_reg cancel{};
+    cancel.addr = data;
+    cancel.timeout.tv_sec = cancel.timeout.tv_nsec = -1;  // no timeout
+    const int rc = io_uring_register_sync_cancel(&ring_, &cancel);
+    if (rc >= 0) {
+      io_uring_get_events(&ring_);
+    } else if (rc != -ENOENT) {
+      queue_cancel(data);  // -EEXIST: not the ring's thread (a worker destroyed on the main thread)
+    }
+  }
+
+  // A new connection, or the accept's end. One that comes for a registration that is gone
+  // (removed, closed) is nobody's: closed here.
+  void on_accept(uint64_t data, int res, unsigned flags, ReadyEvent* events, int* n) {
+    Slot* slot = current(data);
+    if (!slot) {
+      if (res >= 0) ::close(res);
+      return;
+    }
+    if (!(flags & IORING_CQE_F_MORE)) {
+      // Ended by an error (EMFILE...: the target hears of it) or by the kernel: accept again
+      // with the next wait, as a listener that stays readable is reported again. Not when the
+      // socket itself is wrong: that would never end.
+      slot->receive = Receive::kOff;
+      if (res != -EBADF && res != -EINVAL && res != -ENOTSOCK && res != -EOPNOTSUPP)
+        arm_accept(fd_of(data), *slot);
+    }
+    if (res >= 0) {
+      events[(*n)++] = {slot->target, kAccepted, static_cast<uint32_t>(res)};
+    } else if (res != -ECANCELED) {
+      events[(*n)++] = {slot->target, kAccepted | kHangup, static_cast<uint32_t>(-res)};
+    }
+  }
+
   // ---- Sending ----
 
   void queue_send(uint32_t id) {
@@ -542,6 +641,7 @@ class UringPoller final : public Poller {
     io_uring_sqe* sqe = next_sqe();
     io_uring_prep_cancel64(sqe, kSending | id, 0);
     io_uring_sqe_set_data64(sqe, kSending | kRemoval | id);
+    sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
   }
 
   // A send's completion: a partial one goes on with the rest; the end is reported to the
@@ -567,6 +667,8 @@ class UringPoller final : public Poller {
 
   io_uring ring_{};
   bool started_ = false;
+  bool disabled_ = false;  // made with kDeferredFlags: no submission before own()
+  bool owned_ = false;
   std::vector<std::unique_ptr<Send>> sends_;
   std::vector<uint32_t> free_sends_;
   io_uring_buf_ring* buffer_ring_ = nullptr;
@@ -588,7 +690,7 @@ BackendChoice choose_backend(Backend wanted) {
   BackendChoice choice;
   if (wanted == Backend::kEpoll) return choice;
   io_uring ring;
-  if (make_ring(&ring, 8, &choice.reason)) {
+  if (make_ring(&ring, 8, kSetupFlags, &choice.reason)) {
     io_uring_queue_exit(&ring);
     choice.backend = Backend::kIoUring;
     return choice;

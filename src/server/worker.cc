@@ -75,6 +75,10 @@ void Listener::on_ready(uint32_t) {
   worker_.accept_from(*this);
 }
 
+void Listener::on_accepted(int fd, int error) {
+  worker_.accepted(*this, fd, error);
+}
+
 void Listener::close() {
   if (fd_ < 0) return;
   worker_.poller().remove(fd_);
@@ -220,26 +224,51 @@ void Worker::accept_from(Listener& listener) {
                      SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE) {
-        if (++refused_connections_ % 1000 == 1)
-          LOG_ERROR("worker %d: out of file descriptors (%s); raise the limit (ulimit -n)", id_,
-                    std::strerror(errno));
-      }
+      accept_failed(errno);
       return;
     }
-    if (connection_count_ >= max_connections_ || draining_) {
-      refuse(fd);
-      continue;
-    }
-    auto* connection =
-        new Connection(*this, fd, reinterpret_cast<sockaddr*>(&addr), len, listener.options());
-    connection->next = connections_;
-    if (connections_) connections_->prev = connection;
-    connections_ = connection;
-    ++connection_count_;
-    metrics_.connections_accepted.add();
-    connection->start();
+    adopt(listener, fd, reinterpret_cast<sockaddr*>(&addr), len);
   }
+}
+
+void Worker::accepted(Listener& listener, int fd, int error) {
+  if (fd < 0) {
+    accept_failed(error);
+    return;
+  }
+  // A multishot accept gives no address (each completion would overwrite the last one's).
+  sockaddr_storage addr;
+  socklen_t len = sizeof addr;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);  // ENOTCONN: the client has already reset it
+    return;
+  }
+  adopt(listener, fd, reinterpret_cast<sockaddr*>(&addr), len);
+}
+
+void Worker::accept_failed(int error) {
+  if (error == EMFILE || error == ENFILE) {
+    if (++refused_connections_ % 1000 == 1)
+      LOG_ERROR("worker %d: out of file descriptors (%s); raise the limit (ulimit -n)", id_,
+                std::strerror(error));
+  }
+}
+
+void Worker::adopt(Listener& listener, int fd, const sockaddr* peer, socklen_t peer_length) {
+  // Draining, the listeners are closed; a connection still comes when the poller had accepted
+  // it before (io_uring, in the batch that began the drain). It is served, and then closed as
+  // every draining connection is: the client asked before we stopped.
+  if (connection_count_ >= max_connections_) {
+    refuse(fd);
+    return;
+  }
+  auto* connection = new Connection(*this, fd, peer, peer_length, listener.options());
+  connection->next = connections_;
+  if (connections_) connections_->prev = connection;
+  connections_ = connection;
+  ++connection_count_;
+  metrics_.connections_accepted.add();
+  connection->start();
 }
 
 void Worker::refuse(int fd) {
@@ -358,10 +387,13 @@ void Worker::run() {
   metrics::Bind bind(metrics_);
   AppWorker::Scope scope(&app_);
   client::WorkerScope client_scope(env());  // HttpClient calls, ended before the loop's end
+  // io_uring accepts for us. Else: a unix-socket listener is one socket shared by every worker
+  // (TCP ones are per worker, SO_REUSEPORT): without kExclusive each connection would wake them
+  // all. (The kernel's accepts wait exclusively too.)
+  const uint32_t listening =
+      poller_->accepts() ? uint32_t{event::kAccept} : event::kReadable | event::kExclusive;
   for (auto& l : listeners_) {
-    // A unix-socket listener is one socket shared by every worker (TCP ones are per worker,
-    // SO_REUSEPORT): without kExclusive each connection would wake them all.
-    if (!poller_->add(l->fd(), event::kReadable | event::kExclusive, l.get()))
+    if (!poller_->add(l->fd(), listening, l.get()))
       LOG_ERROR("worker %d: cannot watch a listening socket: %s", id_, std::strerror(errno));
   }
   poller_->add(mailbox_->fd(), event::kReadable, mailbox_.get());

@@ -43,6 +43,7 @@ class Listener final : public event::Pollable {
   Listener(Worker& worker, int fd, ListenerOptions options)
       : worker_(worker), fd_(fd), options_(options) {}
   void on_ready(uint32_t readiness) override;
+  void on_accepted(int fd, int error) override;
   int fd() const { return fd_; }
   const ListenerOptions& options() const { return options_; }
   void close();
@@ -98,6 +99,8 @@ class Worker {
 
   // ---- Used by connections and listeners (worker thread only) ----
   void accept_from(Listener& listener);
+  // A connection the poller accepted (io_uring), or (fd -1) why accepting failed.
+  void accepted(Listener& listener, int fd, int error);
   void close_connection(Connection* connection);  // deferred delete at the end of the batch
   // HTTP/2 on an accepted socket: from Connection when an http2 listener's client opens with the
   // h2c preface, and from the TLS layer after ALPN chose "h2". `already_read` is what the caller
@@ -143,6 +146,8 @@ class Worker {
   void handle_mail();
   void start_drain();
   void stop_now();
+  void adopt(Listener& listener, int fd, const sockaddr* peer, socklen_t peer_length);
+  void accept_failed(int error);
   void refuse(int fd);
 
   int id_;
