@@ -11,6 +11,8 @@ test_packages=(clang clang-format libclang-rt-14-dev python3 curl apache2-utils 
 bench_packages=(h2o lighttpd lighttpd-modules-lua lighttpd-mod-openssl libnginx-mod-http-echo)
 # TLS and HTTP/2 peers: openssl s_client, nghttp and h2load, frame-level tests, testssl.sh.
 test_packages+=(openssl nghttp2-client python3-h2 testssl.sh)
+# The bench's system-call counts (bench/run.py --syscalls; tests/integration/test_bench_harness.py).
+test_packages+=(strace)
 # systemd-analyze verify of the package's unit (tests/integration/test_package.py).
 test_packages+=(systemd)
 # AJP13's peer (tests/integration/test_ajp.py runs Tomcat 10 with its own CATALINA_BASE).
