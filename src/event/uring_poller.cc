@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "core/log.h"
@@ -374,6 +375,7 @@ class UringPoller final : public Poller {
   void own() {
     if (owned_) return;
     owned_ = true;
+    owner_ = std::this_thread::get_id();
     // liburing 2.3 declares io_uring_enable_rings() but does not export it.
     if (disabled_)
       syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
@@ -381,10 +383,19 @@ class UringPoller final : public Poller {
     io_uring_register_ring_fd(&ring_);
   }
 
+  // False on any thread but the ring's: a worker is destroyed on the main thread after its loop
+  // has ended, and the kernel refuses that thread's submissions (SINGLE_ISSUER).
+  bool can_submit() {
+    own();
+    return owner_ == std::this_thread::get_id();
+  }
+
   io_uring_sqe* next_sqe() {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     while (!sqe) {  // the submission queue is full: hand it to the kernel now
-      own();
+      // Nothing will be submitted any more: the ring's teardown, which follows, cancels every
+      // request (and lets go of its file) as what would be queued here would have.
+      if (!can_submit()) return &unsubmitted_;
       io_uring_submit(&ring_);
       sqe = io_uring_get_sqe(&ring_);
     }
@@ -411,10 +422,9 @@ class UringPoller final : public Poller {
     // which the kernel resolves at submission: hand them over now, before the caller's close(2)
     // lets the next accept reuse the number (a send would reach that client; a receive would
     // take its bytes). Then cancel them.
-    if (slot.send >= 0 || (slot.receive == Receive::kOn && slot.receive_batch == batch_)) {
-      own();
+    if ((slot.send >= 0 || (slot.receive == Receive::kOn && slot.receive_batch == batch_)) &&
+        can_submit())
       io_uring_submit(&ring_);
-    }
     if (slot.send >= 0) {
       queue_cancel_send(static_cast<uint32_t>(slot.send));
       slot.send = -1;
@@ -669,6 +679,8 @@ class UringPoller final : public Poller {
   bool started_ = false;
   bool disabled_ = false;  // made with kDeferredFlags: no submission before own()
   bool owned_ = false;
+  std::thread::id owner_;
+  io_uring_sqe unsubmitted_{};  // next_sqe() on a thread that cannot submit
   std::vector<std::unique_ptr<Send>> sends_;
   std::vector<uint32_t> free_sends_;
   io_uring_buf_ring* buffer_ring_ = nullptr;

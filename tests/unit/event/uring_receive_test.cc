@@ -7,7 +7,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -293,6 +296,34 @@ TEST_F(UringReceiveTest, CloseCancelsAWaitingSendAndItNeverReachesTheNumbersNext
   EXPECT_EQ(b.sent + b.failed, 0);
   poller->close(next[0]);
   ::close(next[1]);
+}
+
+// A worker is destroyed on the main thread after its loop has ended, and closes what it still
+// holds there (pooled upstream connections: 1,000 in test_compression). The kernel refuses
+// that thread's submissions (one submitting thread), so a full submission queue must not make
+// it wait for room forever.
+TEST_F(UringReceiveTest, ClosesOnAnotherThreadAfterTheLoopNeverWaitForRoom) {
+  ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));
+  pump(20);  // this thread now owns the ring
+  std::atomic<bool> done{false};
+  std::thread teardown([&] {
+    for (int i = 0; i < 3000; ++i) {  // more submissions than the queue holds (1,024)
+      int p[2];
+      if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p) != 0) break;
+      poller->add(p[0], kReadable | kEdgeTriggered, &b);
+      poller->close(p[0]);
+      ::close(p[1]);
+    }
+    done = true;
+  });
+  for (int i = 0; i < 100 && !done; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (!done) {
+    // The thread spins on the poller: nothing can be torn down safely any more.
+    std::fprintf(stderr, "a close on another thread waits for room in the submission queue\n");
+    std::_Exit(1);
+  }
+  teardown.join();
 }
 
 }  // namespace
