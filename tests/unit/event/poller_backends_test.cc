@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "event/poller.h"
+#include "loopback_listener.h"
 
 namespace peregrine::event {
 namespace {
@@ -232,14 +233,9 @@ TEST_P(PollerTest, TimesOutWithNothingReady) {
 // TCP over loopback, as a connection lives: bytes read before the socket is registered (the
 // first read after accept), then the client's FIN must be reported.
 TEST_P(PollerTest, TcpFinAfterTheFirstReadIsReported) {
-  int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(listener, 64), 0);
-  socklen_t len = sizeof addr;
-  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  int listener = test_support::listen_on_loopback(&addr);
+  ASSERT_GE(listener, 0) << std::strerror(errno);
   for (int i = 0; i < 200; ++i) {
     int client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);

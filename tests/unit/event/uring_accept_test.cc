@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "event/poller.h"
+#include "loopback_listener.h"
 
 namespace peregrine::event {
 namespace {
@@ -41,13 +42,8 @@ class UringAcceptTest : public ::testing::Test {
     poller = make_uring_poller(&error);
     ASSERT_TRUE(poller) << error;
     ASSERT_TRUE(poller->accepts());
-    listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    ASSERT_EQ(listen(listener, 64), 0);
-    socklen_t length = sizeof address;
-    getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+    listener = test_support::listen_on_loopback(&address);
+    ASSERT_GE(listener, 0) << std::strerror(errno);
   }
   void TearDown() override {
     poller.reset();
