@@ -162,6 +162,20 @@ class ServerProcess:
     def stdout(self):
         return self._read(self.stdout_path).decode("utf-8", "replace")
 
+    def listening_port(self, address, timeout=5.0):
+        """The port of the listener on `address` ("127.0.0.2", "[::1]"). The server logs each
+        listener as it opens it and start() waits only for the first, so wait for this one."""
+        pattern = re.compile(rb"listening on " + re.escape(address.encode()) + rb":(\d+)")
+        deadline = time.monotonic() + timeout
+        while True:
+            m = pattern.search(self._read(self.log_path))
+            if m and int(m.group(1)) != 0:
+                return int(m.group(1))
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"{self.name} did not log 'listening on {address}:PORT' "
+                                     f"within {timeout}s:\n{self.stderr()}")
+            time.sleep(0.02)
+
     def running(self):
         return self.proc is not None and self.proc.poll() is None
 

@@ -4,7 +4,6 @@ addresses of 127.0.0.0/8 (and ::1) so the server sees several peers."""
 
 import http.client
 import os
-import re
 import socket
 import subprocess
 import unittest
@@ -98,9 +97,7 @@ access = [ { allow = "::1/128" }, { deny = "all" } ]
 prefix = "/open/"
 access = [ { deny = "::/0" }, { allow = "127.0.0.0/8" } ]
 ''')
-        m = re.search(r"listening on \[::1\]:(\d+)", srv.stderr())
-        self.assertIsNotNone(m, srv.stderr())
-        port6 = int(m.group(1))
+        port6 = srv.listening_port("[::1]")
         self.assertEqual(status_from(port6, "/admin/", "::1", host="::1"), 200)
         self.assertEqual(status_from(srv.port, "/admin/", "127.0.0.2"), 403)
         self.assertEqual(status_from(port6, "/open/", "::1", host="::1"), 403)

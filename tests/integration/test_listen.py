@@ -3,7 +3,6 @@ with SO_REUSEPORT, which would otherwise let a second server silently take half 
 connections); unix sockets with mode, stale-file removal and refusal of a live one; IPv6."""
 
 import os
-import re
 import socket
 import stat
 import subprocess
@@ -167,9 +166,7 @@ class Ipv6Test(ServerTestCase):
         text = make_config(root, workers=2, access_log=log).replace(
             'listen = ["127.0.0.1:0"]', 'listen = ["127.0.0.1:0", "[::1]:0"]')
         srv = self.start_config(text)
-        m = self.wait_for(lambda: re.search(r"listening on \[::1\]:(\d+)", srv.stderr()),
-                          msg="the [::1] listening line")
-        port = int(m.group(1))
+        port = srv.listening_port("[::1]")
         for _ in range(5):
             with socket.create_connection(("::1", port), timeout=5) as s:
                 s.sendall(b"GET /hello.txt HTTP/1.1\r\nHost: [::1]\r\nConnection: close\r\n\r\n")

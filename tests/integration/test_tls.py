@@ -360,8 +360,8 @@ class TestHttpOverTls(TlsTestCase):
         out = self.curl(srv.port, "/", "-D", "-")
         self.assertIn(b"strict-transport-security: max-age=31536000; includeSubDomains",
                       out.stdout.lower().replace(b"includesubdomains", b"includeSubDomains"))
-        m = re.search(r"listening on 127\.0\.0\.2:(\d+)", srv.stderr())
-        plain = subprocess.run(["curl", "-sS", "-D", "-", f"http://127.0.0.2:{m.group(1)}/"],
+        plain_port = srv.listening_port("127.0.0.2")
+        plain = subprocess.run(["curl", "-sS", "-D", "-", f"http://127.0.0.2:{plain_port}/"],
                                capture_output=True, timeout=10)
         self.assertIn(b"200 OK", plain.stdout)
         self.assertNotIn(b"strict-transport-security", plain.stdout.lower())
@@ -404,13 +404,13 @@ class TestFastcgiOverTls(TlsTestCase):
         self.assertEqual(server.get("HTTPS"), "on")
         self.assertEqual(server.get("REQUEST_SCHEME"), "https")
         self.assertEqual(server.get("SERVER_PORT"), str(srv.port))
-        m = re.search(r"listening on 127\.0\.0\.2:(\d+)", srv.stderr())
-        plain = subprocess.run(["curl", "-sS", f"http://127.0.0.2:{m.group(1)}/env.php"],
+        plain_port = srv.listening_port("127.0.0.2")
+        plain = subprocess.run(["curl", "-sS", f"http://127.0.0.2:{plain_port}/env.php"],
                                capture_output=True, timeout=10)
         server = json.loads(plain.stdout)["server"]
         self.assertNotIn("HTTPS", server)
         self.assertEqual(server.get("REQUEST_SCHEME"), "http")
-        self.assertEqual(server.get("SERVER_PORT"), m.group(1))
+        self.assertEqual(server.get("SERVER_PORT"), str(plain_port))
 
 
 class TestProxyOverTls(TlsTestCase):
