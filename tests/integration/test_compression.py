@@ -20,8 +20,8 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (RawClient, ServerTestCase, h2c, main, make_config, proc_status_kb,  # noqa: E402
-                     q, STATIC_FALLBACK)
+from harness import (MEMORY_MEASURED_ENV, RawClient, ServerTestCase, h2c, main,  # noqa: E402
+                     make_config, proc_status_kb, q, STATIC_FALLBACK)
 from hyperframe.frame import DataFrame, HeadersFrame, SettingsFrame, WindowUpdateFrame  # noqa: E402
 import phpfpm  # noqa: E402
 import test_http2  # noqa: E402
@@ -448,12 +448,13 @@ class TestProxy(CompressionCase):
         self.addCleanup(self.backend.kill)
         self.root = self.make_root({"x.txt": "x"})
 
-    def start(self, max_conns=64, workers=1):
+    def start(self, max_conns=64, workers=1, env=None):
         top = test_proxy.upstream_toml("app", [{"address": self.backend.address,
                                                 "max_conns": max_conns}])
         routes = ('\n[[site.route]]\nprefix = "/"\nproxy = "http://app"\n'
                   'compress = { types = ["application/octet-stream", "application/json"] }\n')
-        return self.start_config(make_config(self.root, top=top, routes=routes, workers=workers))
+        return self.start_config(make_config(self.root, top=top, routes=routes, workers=workers),
+                                 env=env)
 
     def test_proxied_bodies_chunked_and_with_length(self):
         srv = self.start()
@@ -535,7 +536,8 @@ class TestProxy(CompressionCase):
         n = 1000
 
         for coding in CODINGS:
-            srv = self.start(max_conns=2000)  # a fresh process per coding: RSS never shrinks
+            # A fresh process per coding: RSS never shrinks.
+            srv = self.start(max_conns=2000, env=MEMORY_MEASURED_ENV)
             with RawClient(srv.port) as warm:
                 warm.request("GET", "/download?bytes=1000", {"Accept-Encoding": coding})
             time.sleep(0.3)
@@ -548,11 +550,15 @@ class TestProxy(CompressionCase):
                     s.sendall(b"GET /download?bytes=4000000&chunked=1 HTTP/1.1\r\nHost: localhost\r\n"
                               b"Accept-Encoding: " + coding.encode() + b"\r\n\r\n")
                     socks.append(s)
-                started = 0
+                started, others = 0, []
                 for s in socks:  # every stream has started: its head arrived
-                    if b"Content-Encoding: " + coding.encode() in s.recv(4096):
+                    first = s.recv(4096)
+                    if b"Content-Encoding: " + coding.encode() in first:
                         started += 1
-                self.assertEqual(started, n, coding)
+                    elif len(others) < 3:
+                        others.append(first[:300])
+                self.assertEqual(started, n, f"{coding}; some of the others began {others}\n"
+                                 f"server log tail: {srv.stderr()[-2000:]}")
                 time.sleep(0.5)
                 peak = proc_status_kb(srv.pid)
             finally:
