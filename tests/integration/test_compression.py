@@ -448,9 +448,9 @@ class TestProxy(CompressionCase):
         self.addCleanup(self.backend.kill)
         self.root = self.make_root({"x.txt": "x"})
 
-    def start(self, max_conns=64, workers=1, env=None):
+    def start(self, max_conns=64, workers=1, env=None, **group):
         top = test_proxy.upstream_toml("app", [{"address": self.backend.address,
-                                                "max_conns": max_conns}])
+                                                "max_conns": max_conns}], **group)
         routes = ('\n[[site.route]]\nprefix = "/"\nproxy = "http://app"\n'
                   'compress = { types = ["application/octet-stream", "application/json"] }\n')
         return self.start_config(make_config(self.root, top=top, routes=routes, workers=workers),
@@ -532,12 +532,17 @@ class TestProxy(CompressionCase):
         # machine; brotli reached 681 KB in a CI run where the back end ran faster). The input
         # back-pressure (CompressingDownstream::kInputWindow) does not apply: the whole compressed
         # download fits in the socket buffers, so the client holds nothing unwritten.
+        # What the server has not read yet waits in the kernel's socket buffers: 1,000 x 4 MB took
+        # 0.9-1.8 GB of TCP memory, past the kernel's pressure threshold (tcp_mem, 1.5 GB here),
+        # where it drops segments even on loopback. A connect to the back end then waits for the
+        # SYN's retransmissions (1, 3, 7 s...): longer timeouts than the 5 s default, or some
+        # streams end in 504 instead of starting.
         bounds_kb = {"gzip": 400, "zstd": 1000, "br": 3200}
         n = 1000
 
         for coding in CODINGS:
             # A fresh process per coding: RSS never shrinks.
-            srv = self.start(max_conns=2000, env=MEMORY_MEASURED_ENV)
+            srv = self.start(max_conns=2000, env=MEMORY_MEASURED_ENV, connect_timeout="60s")
             with RawClient(srv.port) as warm:
                 warm.request("GET", "/download?bytes=1000", {"Accept-Encoding": coding})
             time.sleep(0.3)
@@ -545,7 +550,7 @@ class TestProxy(CompressionCase):
             socks = []
             try:
                 for _ in range(n):
-                    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+                    s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
                     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
                     s.sendall(b"GET /download?bytes=4000000&chunked=1 HTTP/1.1\r\nHost: localhost\r\n"
                               b"Accept-Encoding: " + coding.encode() + b"\r\n\r\n")
