@@ -108,6 +108,45 @@ class TomcatCase(ServerTestCase):
     def conn(self, port, timeout=30):
         return http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
 
+    def echo(self, port, body, chunked=False, piece=70_000, timeout=30):
+        """POSTs body to /echo.jsp and returns (status, the bytes echoed), reading the answer while
+        the body goes out. echo.jsp writes as it reads, so a client that sends everything first
+        needs the whole body to fit in the socket buffers on the way: a deadlock by design once
+        the kernel runs short of TCP memory (as when another test holds a gigabyte of it)."""
+        c = self.conn(port, timeout)
+        c.putrequest("POST", "/echo.jsp")
+        c.putheader("Content-Type", "application/octet-stream")
+        c.putheader(*(("Transfer-Encoding", "chunked") if chunked
+                      else ("Content-Length", str(len(body)))))
+        c.endheaders()
+        # The socket itself, not c.send: http.client drops the connection's socket once it reads
+        # "Connection: close" (sent here when the answer starts before the body is read), and
+        # c.send would then open a new connection for the rest of the body.
+        sock = c.sock
+        failures = []
+
+        def send():
+            try:
+                for i in range(0, len(body), piece):
+                    part = body[i:i + piece]
+                    sock.sendall(b"%x\r\n%s\r\n" % (len(part), part) if chunked else part)
+                if chunked:
+                    sock.sendall(b"0\r\n\r\n")
+            except OSError as e:
+                failures.append(e)
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        try:
+            r = c.getresponse()
+            got = r.read()
+        finally:
+            sender.join()
+            c.close()
+        if failures:
+            raise failures[0]
+        return r.status, got
+
     def request(self, port, method, path, body=None, headers=None, timeout=30):
         c = self.conn(port, timeout)
         try:
@@ -301,8 +340,7 @@ class TestAjpBasics(TomcatCase):
         chunk = 8192 - 6
         for size in (0, 1, chunk - 1, chunk, chunk + 1, 3 * chunk + 5, 200_000, 5_000_000):
             body = os.urandom(size)
-            status, headers, got = self.request(srv.port, "POST", "/echo.jsp", body=body,
-                                                headers={"Content-Type": "application/octet-stream"})
+            status, got = self.echo(srv.port, body)
             self.assertEqual(status, 200, f"size {size}")
             self.assertEqual(len(got), size, f"size {size}")
             self.assertTrue(got == body, f"size {size}: bytes differ")
@@ -331,15 +369,8 @@ class TestAjpBasics(TomcatCase):
         srv = self.start_ajp()
         for size in (0, 10, 100_000, 3_000_000):
             body = os.urandom(size)
-            pieces = [body[i:i + 70_000] for i in range(0, len(body), 70_000)]
-            c = self.conn(srv.port)
-            c.request("POST", "/echo.jsp", body=iter(pieces), encode_chunked=True,
-                      headers={"Content-Type": "application/octet-stream",
-                               "Transfer-Encoding": "chunked"})
-            r = c.getresponse()
-            got = r.read()
-            c.close()
-            self.assertEqual(r.status, 200, f"size {size}")
+            status, got = self.echo(srv.port, body, chunked=True)
+            self.assertEqual(status, 200, f"size {size}")
             self.assertTrue(got == body, f"chunked size {size}: {len(got)} bytes back")
 
     def test_transfer_encoding_wins_over_content_length(self):
@@ -477,7 +508,7 @@ class TestAjpBasics(TomcatCase):
             self.assertEqual(self.request(srv.port, "GET", "/slow.jsp")[0], 200)
             time.sleep(0.3)  # the pooled connection idles past ajp_cping_after: CPING first
             data = os.urandom(100_000)
-            status, _, got = self.request(srv.port, "POST", "/echo.jsp", body=data)
+            status, got = self.echo(srv.port, data)
             self.assertEqual(status, 200)
             self.assertTrue(got == data)
         self.assertNotIn("[error]", srv.stderr())
@@ -582,7 +613,7 @@ class TestAjpTwoTomcats(TomcatCase):
         self.assertEqual(status, 200)
         self.assertEqual(parse_info(body)["header.x-big"], "z" * 12000)
         data = os.urandom(1_000_000)
-        status, _, got = self.request(srv.port, "POST", "/echo.jsp", body=data)
+        status, got = self.echo(srv.port, data)
         self.assertTrue(status == 200 and got == data)
 
     def test_tomcat_killed_mid_response(self):
