@@ -180,7 +180,7 @@ class UringPoller final : public Poller {
     Slot* slot = find(fd);
     if (!slot) return;
     if (slot->receive == Receive::kOn) {
-      queue_cancel(kReceiving | tag(fd, slot->generation));
+      queue_cancel(kReceiving | tag(fd, slot->receive_generation));
       slot->receive = Receive::kStopping;
     }
     slot->resume = false;
@@ -233,13 +233,14 @@ class UringPoller final : public Poller {
       errno = EINVAL;
       return false;
     }
-    if (slot->receive != Receive::kOff) {
+    if (slot->receive == Receive::kOn) {
       // The receive's completions carry the old tag: cancel it, and take it up again under the
       // new one once it is gone, so every byte still reaches the (possibly new) target in order.
+      // One already stopping (paused, or an earlier modify) is left as it is: a second cancel
+      // would find nothing, and a pause must stay a pause.
       queue_cancel(kReceiving | old_tag);
       slot->receive = Receive::kStopping;
       slot->resume = true;
-      slot->stopping_generation = slot->generation;
     }
     slot->target = target;
     slot->interest = interest;
@@ -355,8 +356,9 @@ class UringPoller final : public Poller {
     Receive receive = Receive::kOff;
     bool resume = false;  // kStopping: arm a new receive once the old one is gone
     bool ended = false;   // the receive reported the end of the stream: never armed again
-    // kStopping by modify(): the generation the stopping receive's completions carry.
-    uint32_t stopping_generation = 0;
+    // The generation the receive was armed under, which its completions carry (older than
+    // `generation` once a modify() has it stopping).
+    uint32_t receive_generation = 0;
     int32_t send = -1;           // the send in flight (its index in sends_), or -1
     uint32_t receive_batch = 0;  // the wait() after which the receive was last armed
   };
@@ -551,6 +553,7 @@ class UringPoller final : public Poller {
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = kBufferGroup;
     io_uring_sqe_set_data64(sqe, kReceiving | tag(fd, slot.generation));
+    slot.receive_generation = slot.generation;
     slot.receive = Receive::kOn;
     slot.receive_batch = batch_;
     slot.resume = false;
@@ -578,7 +581,7 @@ class UringPoller final : public Poller {
     const bool current = (slot->generation & kGenerationMask) == generation;
     // After modify(), the old receive's last bytes still belong to the registration.
     const bool stopping = slot->receive == Receive::kStopping &&
-                          (slot->stopping_generation & kGenerationMask) == generation;
+                          (slot->receive_generation & kGenerationMask) == generation;
     if (!current && !stopping) return;
     if (!(flags & IORING_CQE_F_MORE)) {
       // The receive is over: cancelled (paused, or modified), out of buffers (-ENOBUFS: the

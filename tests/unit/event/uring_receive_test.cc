@@ -172,6 +172,39 @@ TEST_F(UringReceiveTest, ModifyHandsLaterBytesToTheNewTargetInOrder) {
   EXPECT_EQ(errno, EINVAL);  // receiving is fixed when the descriptor is added
 }
 
+// Two modifies before the kernel has seen the first one's cancellation (a user that watches
+// writability only while a write is blocked toggles it that fast): the receive must still be
+// taken up again. It was lost: the stopping receive's last completion matched neither the new
+// generation nor the one the second modify recorded.
+TEST_F(UringReceiveTest, TwoModifiesInOneBatchKeepReceiving) {
+  constexpr uint32_t kReceivingQuiet = kReadable | kEdgeTriggered | kReceive;
+  ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));
+  pump();
+  ASSERT_TRUE(poller->modify(pair[0], kReceivingQuiet, &a));
+  ASSERT_TRUE(poller->modify(pair[0], kReceiving, &a));
+  pump();
+  pump();
+  send_text("after");
+  pump();
+  pump();
+  EXPECT_EQ(a.received, "after");
+}
+
+TEST_F(UringReceiveTest, AModifyDoesNotUndoAPause) {
+  ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));
+  pump();
+  poller->pause_receiving(pair[0]);
+  ASSERT_TRUE(poller->modify(pair[0], kReadable | kEdgeTriggered | kReceive, &a));
+  pump();
+  send_text("held");
+  pump();
+  EXPECT_EQ(a.received, "");
+  poller->resume_receiving(pair[0]);
+  pump();
+  pump();
+  EXPECT_EQ(a.received, "held");
+}
+
 TEST_F(UringReceiveTest, CloseCancelsTheReceiveSoThePeerSeesTheEnd) {
   ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));
   pump();
