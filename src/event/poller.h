@@ -4,6 +4,8 @@
 // docs/io_uring.md.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -76,6 +78,11 @@ struct ReadyEvent {
     } else {
       target->on_ready(readiness);
     }
+  }
+  // Instead of dispatch(), when the loop ends before this event's turn: releases what it
+  // carries, an accepted connection's descriptor.
+  void drop() const {
+    if ((readiness & kAccepted) && !(readiness & kHangup)) ::close(static_cast<int>(length));
   }
 };
 

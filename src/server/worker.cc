@@ -420,7 +420,17 @@ void Worker::run() {
       if constexpr (metrics::kEnabled)
         if (routes_->config().admin.enabled) sample_connections();
     }
-    for (int i = 0; i < n; ++i) events[i].dispatch();
+    // A stop (SIGTERM, through the mailbox) ends the batch at once: stop_now() closes what the
+    // rest would have served, and a batch of long reads (fast back ends feeding compressed
+    // streams) held a stop for more than ten seconds on a loaded machine.
+    for (int i = 0; i < n; ++i) {
+      if (stopping_) {
+        events[i].drop();
+      } else {
+        events[i].dispatch();
+      }
+    }
+    if (stopping_) break;
     run_timers();
     event::dispose_pending();
     free_closed();

@@ -85,6 +85,21 @@ class UringAcceptTest : public ::testing::Test {
   Acceptor target;
 };
 
+// A worker that stops in the middle of a batch drops the rest: an accepted connection's
+// descriptor is closed, not leaked (an embedding application goes on after the server stops).
+TEST(ReadyEventDrop, ClosesTheAcceptedDescriptorAndNothingElse) {
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  ReadyEvent{nullptr, kAccepted, static_cast<uint32_t>(pair[0])}.drop();
+  char byte;
+  EXPECT_EQ(::recv(pair[1], &byte, 1, 0), 0);  // the peer sees the end
+  ReadyEvent{nullptr, kAccepted | kHangup, static_cast<uint32_t>(pair[1])}.drop();  // an errno
+  ReadyEvent{nullptr, kIn, static_cast<uint32_t>(pair[1])}.drop();
+  EXPECT_EQ(::send(pair[1], "x", 1, MSG_NOSIGNAL), -1);  // still open: EPIPE, not EBADF
+  EXPECT_EQ(errno, EPIPE);
+  ::close(pair[1]);
+}
+
 TEST(AcceptSupport, EpollDoesNotAccept) {
   EXPECT_FALSE(make_epoll_poller()->accepts());
 }
