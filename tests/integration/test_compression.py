@@ -442,7 +442,10 @@ class TextBackend:
         self.listener.close()
 
 
-class TestProxy(CompressionCase):
+class ProxiedCompressionCase(CompressionCase):
+    """A proxy route with compression on, to test_proxy's back end (also
+    test_compression_thousand_streams.py's)."""
+
     def setUp(self):
         super().setUp()
         self.backend = test_proxy.Backend(self.tmp, "A").start()
@@ -457,6 +460,8 @@ class TestProxy(CompressionCase):
         return self.start_config(make_config(self.root, top=top, routes=routes, workers=workers),
                                  env=env)
 
+
+class TestProxy(ProxiedCompressionCase):
     def test_proxied_bodies_chunked_and_with_length(self):
         srv = self.start()
         pattern = test_proxy.PATTERN

@@ -16,19 +16,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import MEMORY_MEASURED_ENV, RawClient, main, proc_status_kb  # noqa: E402
 import test_compression  # noqa: E402
-import test_proxy  # noqa: E402
 from test_compression import CODINGS  # noqa: E402
 
 
-class TestThousandStreams(test_compression.CompressionCase):
-    def setUp(self):
-        super().setUp()
-        self.backend = test_proxy.Backend(self.tmp, "A").start()
-        self.addCleanup(self.backend.kill)
-        self.root = self.make_root({"x.txt": "x"})
-
-    start = test_compression.TestProxy.start
-
+class TestThousandStreams(test_compression.ProxiedCompressionCase):
     def test_a_thousand_concurrent_compressed_streams_stay_within_bounds(self):
         # 1,000 clients each start a 4 MB download and read only its first bytes: every stream
         # holds its encoder while the server waits for the client. The back end's pattern
