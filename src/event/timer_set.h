@@ -1,6 +1,8 @@
 // Timer lists for durations that come from the configuration (upstream connect/read/send
 // timeouts, queue waits, idle pools): one FIFO list per distinct duration, created on first use
 // and swept by the worker with its own lists. Keeps every arm/disarm O(1) like TimerList.
+// Also the "soon" list: work an object put off so that others get their turn (an upstream read
+// past its budget), run after the current batch of events without the loop blocking first.
 #pragma once
 
 #include <cstdint>
@@ -21,13 +23,19 @@ class TimerSet {
   void arm(TimerNode& node, int64_t duration_ms, int64_t now_ms) {
     list(duration_ms).arm(node, now_ms);
   }
+  // Fires `node` at the next run(), and the loop's wait does not block meanwhile. A node armed
+  // during run() (an owner that put off its work again) fires at the one after, so a run ends.
+  void arm_soon(TimerNode& node) { soon_.arm(node, round_); }
   // Fires every expired node (its owner may arm or disarm others meanwhile).
   void run(int64_t now_ms) {
+    const int64_t due = round_++;  // the soon list's deadlines count runs, not milliseconds
+    while (TimerNode* node = soon_.pop_expired(due)) node->owner->on_timeout();
     for (auto& [duration, timers] : lists_)
       while (TimerNode* node = timers->pop_expired(now_ms)) node->owner->on_timeout();
   }
   // Milliseconds until the earliest deadline, or -1.
   int64_t next_in(int64_t now_ms) const {
+    if (!soon_.empty()) return 0;
     int64_t best = -1;
     for (const auto& [duration, timers] : lists_) {
       int64_t next = timers->next_in(now_ms);
@@ -39,6 +47,8 @@ class TimerSet {
  private:
   // Lists are never removed: nodes point at them, and the set of durations is small.
   std::map<int64_t, std::unique_ptr<TimerList>> lists_;
+  TimerList soon_;
+  int64_t round_ = 0;
 };
 
 }  // namespace peregrine::event

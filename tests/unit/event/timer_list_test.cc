@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "event/timer_set.h"
+
 namespace peregrine::event {
 namespace {
 
@@ -51,6 +53,36 @@ TEST(TimerList, EmptyListHasNoDeadline) {
   TimerList list(5);
   EXPECT_EQ(list.next_in(0), -1);
   EXPECT_EQ(list.pop_expired(1'000'000), nullptr);
+}
+
+// An owner that puts its work off again each time, as an upstream read over its budget does.
+struct Persistent final : TimerOwner {
+  TimerSet& set;
+  TimerNode node;
+  int fired = 0;
+  explicit Persistent(TimerSet& s) : set(s) { node.owner = this; }
+  void on_timeout() override {
+    ++fired;
+    set.arm_soon(node);
+  }
+};
+
+TEST(TimerSet, SoonFiresAtTheNextRunAndReArmingWaitsForTheOneAfter) {
+  TimerSet set;
+  EXPECT_EQ(set.next_in(0), -1);
+  Persistent p(set);
+  set.arm(p.node, 5000, 0);
+  set.arm_soon(p.node);          // from the 5 s list to the soon one
+  EXPECT_EQ(set.next_in(0), 0);  // the loop must not block
+  set.run(0);
+  EXPECT_EQ(p.fired, 1);  // once, though it re-armed itself: the run ended
+  EXPECT_EQ(set.next_in(0), 0);
+  set.run(0);
+  EXPECT_EQ(p.fired, 2);
+  TimerList::disarm(p.node);
+  EXPECT_EQ(set.next_in(0), -1);
+  set.run(10'000);  // nor did it stay on the 5 s list
+  EXPECT_EQ(p.fired, 2);
 }
 
 }  // namespace
