@@ -23,13 +23,20 @@ class TimerSet {
   void arm(TimerNode& node, int64_t duration_ms, int64_t now_ms) {
     list(duration_ms).arm(node, now_ms);
   }
-  // Fires `node` at the next run(), and the loop's wait does not block meanwhile. A node armed
-  // during run() (an owner that put off its work again) fires at the one after, so a run ends.
+  // Fires `node` at a coming run(), in the order asked, and the loop's wait does not block
+  // meanwhile. A run fires at most kSoonPerRun of them, so that the loop polls between (each is
+  // a turn of work: a thousand of them would hold new events, and a stop, for seconds); one
+  // armed during run() (an owner that put off its work again) waits for a later run.
+  static constexpr int kSoonPerRun = 64;
   void arm_soon(TimerNode& node) { soon_.arm(node, round_); }
   // Fires every expired node (its owner may arm or disarm others meanwhile).
   void run(int64_t now_ms) {
     const int64_t due = round_++;  // the soon list's deadlines count runs, not milliseconds
-    while (TimerNode* node = soon_.pop_expired(due)) node->owner->on_timeout();
+    for (int i = 0; i < kSoonPerRun; ++i) {
+      TimerNode* node = soon_.pop_expired(due);
+      if (!node) break;
+      node->owner->on_timeout();
+    }
     for (auto& [duration, timers] : lists_)
       while (TimerNode* node = timers->pop_expired(now_ms)) node->owner->on_timeout();
   }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "event/timer_set.h"
 
 namespace peregrine::event {
@@ -83,6 +85,23 @@ TEST(TimerSet, SoonFiresAtTheNextRunAndReArmingWaitsForTheOneAfter) {
   EXPECT_EQ(set.next_in(0), -1);
   set.run(10'000);  // nor did it stay on the 5 s list
   EXPECT_EQ(p.fired, 2);
+}
+
+TEST(TimerSet, ARunFiresABoundedShareOfTheSoonListInOrder) {
+  TimerSet set;
+  std::vector<Persistent> owners;
+  owners.reserve(TimerSet::kSoonPerRun + 2);
+  for (int i = 0; i < TimerSet::kSoonPerRun + 2; ++i) owners.emplace_back(set);
+  for (Persistent& p : owners) set.arm_soon(p.node);
+  set.run(0);  // the first kSoonPerRun, each of which asks again
+  for (int i = 0; i < TimerSet::kSoonPerRun; ++i) EXPECT_EQ(owners[i].fired, 1) << i;
+  EXPECT_EQ(owners[TimerSet::kSoonPerRun].fired, 0);
+  set.run(0);  // the two left over come first, then those that asked again
+  EXPECT_EQ(owners[TimerSet::kSoonPerRun].fired, 1);
+  EXPECT_EQ(owners[TimerSet::kSoonPerRun + 1].fired, 1);
+  EXPECT_EQ(owners[0].fired, 2);
+  EXPECT_EQ(owners[TimerSet::kSoonPerRun - 3].fired, 2);
+  EXPECT_EQ(owners[TimerSet::kSoonPerRun - 2].fired, 1);
 }
 
 }  // namespace
