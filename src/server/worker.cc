@@ -42,6 +42,8 @@ class Worker::Mailbox final : public event::Pollable {
   int stop = 0;                                     // 1 graceful, 2 now; guarded by mutex
   bool operator_states = false;                     // guarded by mutex
   std::vector<peregrine::Worker::Function> posted;  // guarded by mutex
+  // Set with stop = 2: the loop looks at it between events, without reading the mail.
+  std::atomic<bool> stop_now{false};
 
  private:
   Worker& worker_;
@@ -162,6 +164,7 @@ void Worker::post_stop(bool graceful) {
     std::lock_guard lock(mailbox_->mutex);
     mailbox_->stop = std::max(mailbox_->stop, graceful ? 1 : 2);
   }
+  if (!graceful) mailbox_->stop_now.store(true, std::memory_order_relaxed);
   mailbox_->wake();
 }
 
@@ -420,17 +423,19 @@ void Worker::run() {
       if constexpr (metrics::kEnabled)
         if (routes_->config().admin.enabled) sample_connections();
     }
-    // A stop (SIGTERM, through the mailbox) ends the batch at once: stop_now() closes what the
-    // rest would have served, and a batch of long reads (fast back ends feeding compressed
-    // streams) held a stop for more than ten seconds on a loaded machine.
+    // A stop (SIGTERM) ends the batch at once: stop_now() closes what the rest would have
+    // served, and a batch of long reads (fast back ends feeding compressed streams) held a stop
+    // for more than ten seconds on a loaded machine. The flag, not the mail: the mailbox's event
+    // may come last in a batch of hundreds.
     for (int i = 0; i < n; ++i) {
+      if (!stopping_ && mailbox_->stop_now.load(std::memory_order_relaxed)) stopping_ = true;
       if (stopping_) {
         events[i].drop();
       } else {
         events[i].dispatch();
       }
     }
-    if (stopping_) break;
+    if (stopping_ || mailbox_->stop_now.load(std::memory_order_relaxed)) break;
     run_timers();
     event::dispose_pending();
     free_closed();
