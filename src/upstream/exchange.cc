@@ -1,6 +1,7 @@
 #include "upstream/exchange.h"
 
 #include <sys/socket.h>
+#include <time.h>
 
 #include <cerrno>
 #include <cstring>
@@ -14,6 +15,13 @@ namespace peregrine::upstream {
 namespace {
 // php-fpm's listen backlog is full: try the connect again this soon.
 constexpr int64_t kBacklogRetryMs = 5;
+
+// The worker's Clock is read once per batch: its monotonic_us is when the batch began.
+int64_t precise_now_us() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+}
 }  // namespace
 
 UpstreamExchange::UpstreamExchange(const char* protocol, GroupRuntime& group,
@@ -28,6 +36,8 @@ UpstreamExchange::UpstreamExchange(const char* protocol, GroupRuntime& group,
       tried_(group.config().servers.size()) {
   io_timer_owner_.exchange = this;
   io_timer_.owner = &io_timer_owner_;
+  read_again_owner_.exchange = this;
+  read_again_.owner = &read_again_owner_;
   Spares<std::string>::take(out_);
   Spares<Response>::take(response_);
 }
@@ -35,6 +45,7 @@ UpstreamExchange::UpstreamExchange(const char* protocol, GroupRuntime& group,
 UpstreamExchange::~UpstreamExchange() {
   // end() closed the connection and left the queue: the group may be gone by now (a reload).
   event::TimerList::disarm(io_timer_);
+  event::TimerList::disarm(read_again_);
   Spares<std::string>::give(out_);
   Spares<Response>::give(response_);
 }
@@ -155,6 +166,7 @@ void UpstreamExchange::connected() {
 
 void UpstreamExchange::on_ready(uint32_t readiness) {
   if (phase_ == Phase::kDone || !conn_) return;
+  read_this_turn_ = 0;
   if (readiness & event::kHangup) hung_up_ = true;
   if (phase_ == Phase::kConnecting) {
     if (!(readiness & (event::kOut | event::kIn | event::kHangup))) return;
@@ -236,11 +248,18 @@ bool UpstreamExchange::request_bytes_added() {
 }
 
 ssize_t UpstreamExchange::receive(char* buffer, size_t size) {
+  if (read_this_turn_ >= kReadTurnBytes &&
+      precise_now_us() - clock_.monotonic_us >= kReadTurnUs) {  // the batch began at the Clock
+    // What is left may raise no other event (edge-triggered, or inside TLS): ask for a turn.
+    timers_.arm_soon(read_again_);
+    return 0;
+  }
   tls::Stream* tls = conn_->tls();
   for (;;) {
     ssize_t n = tls ? tls->read(buffer, size) : ::recv(conn_->fd(), buffer, size, 0);
     if (n > 0) {
       got_byte_ = true;
+      read_this_turn_ += static_cast<size_t>(n);
       return n;
     }
     if (n == 0) {
@@ -251,6 +270,11 @@ ssize_t UpstreamExchange::receive(char* buffer, size_t size) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
     return -1;
   }
+}
+
+void UpstreamExchange::read_again() {
+  read_this_turn_ = 0;
+  if (phase_ == Phase::kActive && conn_) on_readable();
 }
 
 void UpstreamExchange::on_write_error(int error) {
@@ -334,6 +358,7 @@ void UpstreamExchange::log_failure(const char* what, const char* detail) const {
 
 void UpstreamExchange::complete_upstream(bool pool) {
   disarm_io();
+  event::TimerList::disarm(read_again_);
   if (conn_) {
     if (pool && !hung_up_)
       group_.put_idle(conn_);
@@ -376,6 +401,7 @@ void UpstreamExchange::on_abort() {
 
 void UpstreamExchange::close_upstream() {
   disarm_io();
+  event::TimerList::disarm(read_again_);
   if (!conn_) return;
   group_.close(conn_);
   conn_ = nullptr;

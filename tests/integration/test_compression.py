@@ -433,13 +433,38 @@ class TextBackend:
                         if not data:
                             return
                         request += data
-                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
-                                 b"Content-Length: %d\r\n\r\n" % len(self.text) + self.text)
+                    self.answer(conn, request)
             except OSError:
                 return
 
+    def answer(self, conn, request):
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(self.text) + self.text)
+
     def close(self):
         self.listener.close()
+
+
+class EndlessBackend(TextBackend):
+    """Answers GET /small with "small", and anything else with `text` over and over, without
+    end, as fast as the socket takes it (a body delimited by the connection's close)."""
+
+    def answer(self, conn, request):
+        if request.startswith(b"GET /small "):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                         b"Content-Length: 5\r\n\r\nsmall")
+            return
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n")
+        while True:
+            conn.sendall(self.text)  # until the proxy closes: OSError
+
+
+def random_text(seed, size):
+    """Words of random letters: text that gzip shrinks about 2.5:1, slowly (tens of MB/s)."""
+    rng = random.Random(seed)
+    words = [bytes(rng.choice(b"etaoinshrdlucmfwyp") for _ in range(rng.randint(2, 9)))
+             for _ in range(3000)]
+    return b" ".join(rng.choices(words, k=size // 5))[:size]
 
 
 class ProxiedCompressionCase(CompressionCase):
@@ -482,16 +507,61 @@ class TestProxy(ProxiedCompressionCase):
         self.assertIsNone(resp.header("content-encoding"))
         self.assertEqual(resp.header("vary"), "Accept-Encoding")
 
+    def test_a_back_end_faster_than_the_compressor_does_not_hold_the_worker(self):
+        # One worker, and a back end that sends text without end, faster than gzip takes it in.
+        # The proxy used to read until the socket was empty, which it never was: the worker
+        # served that one stream and nothing else, and a new request waited for it to end. Now
+        # an exchange reads a turn's worth (upstream::kReadTurnBytes) and lets the others have
+        # theirs, so small requests through the same proxy are answered while the stream flows.
+        backend = EndlessBackend(random_text(11, 1_000_000))
+        self.addCleanup(backend.close)
+        top = test_proxy.upstream_toml("endless", [backend.address])
+        routes = ('\n[[site.route]]\nprefix = "/"\nproxy = "http://endless"\n'
+                  'compress = { types = ["text/plain"] }\n')
+        srv = self.start_config(make_config(self.root, top=top, routes=routes, workers=1))
+        stream = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        stream.sendall(b"GET /endless HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: gzip\r\n\r\n")
+        received = [0]
+
+        def drain():
+            try:
+                while data := stream.recv(65536):
+                    received[0] += len(data)
+            except OSError:
+                pass  # closed below
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        try:
+            deadline = time.monotonic() + 30
+            while received[0] < 200_000:  # the compressed stream is flowing
+                self.assertLess(time.monotonic(), deadline, f"only {received[0]} bytes came")
+                time.sleep(0.01)
+            for i in range(3):
+                with RawClient(srv.port, timeout=10) as c:
+                    started = time.monotonic()
+                    try:
+                        resp = c.request("GET", "/small")
+                    except (AssertionError, OSError) as e:
+                        self.fail(f"request {i} during the stream, after "
+                                  f"{time.monotonic() - started:.1f} s: {e}")
+                self.assertEqual((resp.status, resp.body), (200, b"small"), f"request {i}")
+            flowed = received[0]
+            time.sleep(0.3)
+            self.assertGreater(received[0], flowed, "the stream stopped")
+        finally:
+            stream.shutdown(socket.SHUT_RDWR)
+            stream.close()
+            reader.join(10)
+        self.stop_ok(srv)
+
     def test_slow_readers_get_whole_streams_over_http2_and_http1(self):
         # 12 MB of text that compresses about 2.5:1, read slowly: over HTTP/2 by a client that
         # opens the stream's window a frame at a time, over HTTP/1.1 by a socket with a small
         # receive buffer. The client's queue backs up, so the decorator's input window pauses
         # the back end (CompressingDownstream::hold_if_queued) and the client's drain resumes
         # it, many times per stream. Every byte must still arrive, in order.
-        rng = random.Random(7)
-        words = [bytes(rng.choice(b"etaoinshrdlucmfwyp") for _ in range(rng.randint(2, 9)))
-                 for _ in range(3000)]
-        text = b" ".join(rng.choices(words, k=2_400_000))[:12_000_000]
+        text = random_text(7, 12_000_000)
         backend = TextBackend(text)
         self.addCleanup(backend.close)
         top = test_proxy.upstream_toml("text", [backend.address])
