@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -420,6 +421,49 @@ class RawClient:
                     return data
             except (socket.timeout, TimeoutError):
                 raise AssertionError(f"connection still open after {timeout}s; got {bytes(self.buf)[:300]!r}")
+
+
+def check_answered_beside_a_stream(test, port, stream_path, small_path, small_body):
+    """While one client takes a gzip stream of `stream_path` (a back end faster than the
+    encoder), three requests for `small_path` get `small_body`, and the stream still flows.
+    The exchanges used to read until the socket was empty, which such a back end never let
+    it be: the worker served that one stream and nothing else. Now each reads a turn's worth
+    (upstream::kReadTurnBytes) and lets the others have theirs."""
+    stream = socket.create_connection(("127.0.0.1", port), timeout=30)
+    stream.sendall(b"GET " + stream_path.encode() +
+                   b" HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: gzip\r\n\r\n")
+    received = [0]
+
+    def drain():
+        try:
+            while data := stream.recv(65536):
+                received[0] += len(data)
+        except OSError:
+            pass  # closed below
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 30
+        while received[0] < 200_000:  # the compressed stream is flowing
+            test.assertLess(time.monotonic(), deadline, f"only {received[0]} bytes came")
+            time.sleep(0.01)
+        for i in range(3):
+            with RawClient(port, timeout=10) as c:
+                started = time.monotonic()
+                try:
+                    resp = c.request("GET", small_path)
+                except (AssertionError, OSError) as e:
+                    test.fail(f"request {i} during the stream, after "
+                              f"{time.monotonic() - started:.1f} s: {e}")
+            test.assertEqual((resp.status, resp.body), (200, small_body), f"request {i}")
+        flowed = received[0]
+        time.sleep(0.3)
+        test.assertGreater(received[0], flowed, "the stream stopped")
+    finally:
+        stream.shutdown(socket.SHUT_RDWR)
+        stream.close()
+        reader.join(10)
 
 
 # For a server whose RSS a test bounds. Under AddressSanitizer, freed blocks wait in a quarantine

@@ -19,11 +19,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import tomcat  # noqa: E402
-from harness import PEREGRINE_BIN, ServerTestCase, make_config, q  # noqa: E402
+from harness import (PEREGRINE_BIN, ServerTestCase, check_answered_beside_a_stream,  # noqa: E402
+                     make_config, q)
 
 SECRET = "s3cret-for-tests"
 JSPS = ["/info.jsp", "/echo.jsp", "/stream.jsp?size=1", "/slow.jsp", "/redirect.jsp",
-        "/cookie.jsp", "/route.jsp", "/small.jsp", "/header.jsp?size=1", "/error.jsp"]
+        "/cookie.jsp", "/route.jsp", "/small.jsp", "/header.jsp?size=1", "/error.jsp",
+        "/flood.jsp?mb=0"]
 
 
 def require_tomcat():
@@ -402,6 +404,15 @@ class TestAjpBasics(TomcatCase):
         self.assertEqual(r.getheader("Transfer-Encoding"), "chunked")
         self.assertEqual(r.read(), pattern(30))
         c.close()
+
+    def test_tomcat_faster_than_the_compressor_does_not_hold_the_worker(self):
+        # One worker; Tomcat writes 400 MB of hex text faster than gzip takes it in. The AJP
+        # reader read until the socket was empty, which Tomcat never let it be.
+        srv = self.start_ajp(compress=True)
+        status, _, small = self.request(srv.port, "GET", "/small.jsp")
+        self.assertEqual(status, 200)
+        check_answered_beside_a_stream(self, srv.port, "/flood.jsp?mb=400", "/small.jsp", small)
+        self.stop_ok(srv)
 
     def test_head_and_small_page(self):
         srv = self.start_ajp()

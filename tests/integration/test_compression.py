@@ -21,8 +21,8 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (RawClient, ServerTestCase, h2c, main, make_config, q,  # noqa: E402
-                     STATIC_FALLBACK)
+from harness import (RawClient, ServerTestCase, check_answered_beside_a_stream, h2c,  # noqa: E402
+                     main, make_config, q, STATIC_FALLBACK)
 from hyperframe.frame import DataFrame, HeadersFrame, SettingsFrame, WindowUpdateFrame  # noqa: E402
 import phpfpm  # noqa: E402
 import test_http2  # noqa: E402
@@ -92,48 +92,6 @@ def curl(port, path, accept, extra=()):
 
 
 class CompressionCase(ServerTestCase):
-    def check_answered_beside_a_stream(self, port, stream_path, small_path, small_body):
-        """While one client takes a gzip stream of `stream_path` (a back end faster than the
-        encoder), three requests for `small_path` get `small_body`, and the stream still flows.
-        The exchanges used to read until the socket was empty, which such a back end never let
-        it be: the worker served that one stream and nothing else. Now each reads a turn's worth
-        (upstream::kReadTurnBytes) and lets the others have theirs."""
-        stream = socket.create_connection(("127.0.0.1", port), timeout=30)
-        stream.sendall(b"GET " + stream_path.encode() +
-                       b" HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: gzip\r\n\r\n")
-        received = [0]
-
-        def drain():
-            try:
-                while data := stream.recv(65536):
-                    received[0] += len(data)
-            except OSError:
-                pass  # closed below
-
-        reader = threading.Thread(target=drain, daemon=True)
-        reader.start()
-        try:
-            deadline = time.monotonic() + 30
-            while received[0] < 200_000:  # the compressed stream is flowing
-                self.assertLess(time.monotonic(), deadline, f"only {received[0]} bytes came")
-                time.sleep(0.01)
-            for i in range(3):
-                with RawClient(port, timeout=10) as c:
-                    started = time.monotonic()
-                    try:
-                        resp = c.request("GET", small_path)
-                    except (AssertionError, OSError) as e:
-                        self.fail(f"request {i} during the stream, after "
-                                  f"{time.monotonic() - started:.1f} s: {e}")
-                self.assertEqual((resp.status, resp.body), (200, small_body), f"request {i}")
-            flowed = received[0]
-            time.sleep(0.3)
-            self.assertGreater(received[0], flowed, "the stream stopped")
-        finally:
-            stream.shutdown(socket.SHUT_RDWR)
-            stream.close()
-            reader.join(10)
-
     def check_all_codings(self, port, path, expected, framing, types_note=""):
         """Every coding decodes to `expected`; `framing` is "length" or "chunked"."""
         for coding in CODINGS:
@@ -418,7 +376,7 @@ for ($i = 0; $i < 6; $i++) {
                     "$s = bin2hex(random_bytes(500000));\n"
                     "for ($i = 0; $i < 400; $i++) echo $s;\n")
         srv = self.start()
-        self.check_answered_beside_a_stream(srv.port, "/flood.php", "/hello.php",
+        check_answered_beside_a_stream(self, srv.port, "/flood.php", "/hello.php",
                                             b"Hello, world!\n")
         self.stop_ok(srv)
 
@@ -571,7 +529,7 @@ class TestProxy(ProxiedCompressionCase):
         routes = ('\n[[site.route]]\nprefix = "/"\nproxy = "http://endless"\n'
                   'compress = { types = ["text/plain"] }\n')
         srv = self.start_config(make_config(self.root, top=top, routes=routes, workers=1))
-        self.check_answered_beside_a_stream(srv.port, "/endless", "/small", b"small")
+        check_answered_beside_a_stream(self, srv.port, "/endless", "/small", b"small")
         self.stop_ok(srv)
 
     def test_slow_readers_get_whole_streams_over_http2_and_http1(self):
