@@ -19,8 +19,14 @@ struct Clock {
     monotonic_ms = static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);
     wall_seconds = ts.tv_sec;
+    monotonic_us = precise_monotonic_us();
+  }
+
+  // A fresh reading, for the rare caller that must know how long the current batch has run.
+  static int64_t precise_monotonic_us() {
+    timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    monotonic_us = static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+    return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
   }
 };
 

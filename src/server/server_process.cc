@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "config/listen_address.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "metrics/metrics.h"
 #include "server/access_log.h"
@@ -334,12 +335,6 @@ std::string read_exe() {
   char path[4096];
   ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
   return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string();
-}
-
-uint64_t monotonic_usec() {
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000 + static_cast<uint64_t>(now.tv_nsec) / 1000;
 }
 
 // A binary upgrade must not fork this process: the child would hold a reference to every
@@ -721,7 +716,7 @@ admin::ReloadOutcome ServerProcess::reload(bool probe_listeners) {
     return outcome;
   }
   sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
-             static_cast<unsigned long long>(monotonic_usec()));
+             static_cast<unsigned long long>(Clock::precise_monotonic_us()));
   auto fail = [&](std::string why) {
     LOG_ERROR("reload failed: %s; the previous configuration keeps serving", why.c_str());
     sd_notify(0, "READY=1\nSTATUS=reload failed; the previous configuration keeps serving");

@@ -15,13 +15,6 @@ namespace peregrine::upstream {
 namespace {
 // php-fpm's listen backlog is full: try the connect again this soon.
 constexpr int64_t kBacklogRetryMs = 5;
-
-// The worker's Clock is read once per batch: its monotonic_us is when the batch began.
-int64_t precise_now_us() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
-}
 }  // namespace
 
 UpstreamExchange::UpstreamExchange(const char* protocol, GroupRuntime& group,
@@ -248,8 +241,9 @@ bool UpstreamExchange::request_bytes_added() {
 }
 
 ssize_t UpstreamExchange::receive(char* buffer, size_t size) {
+  // The worker's Clock is read once per batch, so its monotonic_us is when the batch began.
   if (read_this_turn_ >= kReadTurnBytes &&
-      precise_now_us() - clock_.monotonic_us >= kReadTurnUs) {  // the batch began at the Clock
+      Clock::precise_monotonic_us() - clock_.monotonic_us >= kReadTurnUs) {
     // What is left may raise no other event (edge-triggered, or inside TLS): ask for a turn.
     timers_.arm_soon(read_again_);
     return 0;
