@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "access/check.h"
 #include "event/poller.h"
@@ -67,7 +68,7 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   void drain();
   void close_now();
   bool closed() const { return closed_; }
-  bool busy() const { return live_streams_ > 0; }  // metrics: streams open
+  bool busy() const { return !streams_.empty(); }  // metrics: streams open
 
   event::TimerNode timer;
   Http2Connection* prev = nullptr;  // worker's list of live HTTP/2 connections
@@ -120,8 +121,10 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   bool first_stream_seen_ = false;
   std::unique_ptr<Http2Callbacks> events_;
   std::unique_ptr<http2::session::Session> session_;
-  Http2Stream* streams_ = nullptr;  // live streams (each session Stream's `user` points at one)
-  uint32_t live_streams_ = 0;
+  // Live streams, in no order; each knows its slot (each session Stream's `user` points at one).
+  // An array, not a linked list: update_timer reads every stream after each event, and streams
+  // are large and cold, so their cache misses must overlap instead of following one another.
+  std::vector<Http2Stream*> streams_;
   std::string pending_;  // what the socket has not taken yet
   size_t pending_at_ = 0;
   bool closed_ = false;
