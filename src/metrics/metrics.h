@@ -128,7 +128,7 @@ struct UpstreamServerCounters {
   Counter connections_opened;
   Counter connections_reused;
   Gauge probe_down;          // 1 while the active health check says down
-  Gauge down_until_ms;       // passive health: out until this CLOCK_MONOTONIC_COARSE time
+  Gauge down_until_ms;       // passive health: out until this CLOCK_MONOTONIC time
   Gauge last_check_seconds;  // wall clock of the last health-check result; 0: none yet
   Gauge last_check_ok;
   Gauge operator_state;  // upstream::OperatorState: 0 none, 1 drained, 2 disabled (admin)

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/clock.h"
+
 namespace peregrine::metrics {
 
 uint64_t RouteFigures::total() const {
@@ -167,11 +169,9 @@ Snapshot gather(const Registry& registry, int64_t now_wall, int64_t now_monotoni
 }
 
 Snapshot gather_now(const Registry& registry) {
-  timespec wall, mono;
+  timespec wall;
   clock_gettime(CLOCK_REALTIME, &wall);
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &mono);
-  return gather(registry, wall.tv_sec,
-                static_cast<int64_t>(mono.tv_sec) * 1000 + mono.tv_nsec / 1'000'000);
+  return gather(registry, wall.tv_sec, Clock::precise_monotonic_us() / 1000);
 }
 
 void read_process_figures(Snapshot& snapshot) {

@@ -86,12 +86,12 @@ struct Snapshot {
 };
 
 // Sums the registry's workers. `now_wall`/`now_monotonic_ms`: the clocks the state of upstream
-// servers and the uptime are judged by (CLOCK_REALTIME seconds, CLOCK_MONOTONIC_COARSE ms).
+// servers and the uptime are judged by (CLOCK_REALTIME seconds, CLOCK_MONOTONIC ms).
 Snapshot gather(const Registry& registry, int64_t now_wall, int64_t now_monotonic_ms);
 // The state names peregrine_upstream_server_state knows, in its order.
 inline constexpr const char* kUpstreamStates[] = {"up", "down", "backup", "drained", "disabled"};
 
-// gather() at this moment (CLOCK_REALTIME, CLOCK_MONOTONIC_COARSE).
+// gather() at this moment (CLOCK_REALTIME, CLOCK_MONOTONIC).
 Snapshot gather_now(const Registry& registry);
 // Adds the process's resident size and open descriptors from /proc/self.
 void read_process_figures(Snapshot& snapshot);
