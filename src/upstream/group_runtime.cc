@@ -142,6 +142,8 @@ GroupRuntime::GroupRuntime(const config::UpstreamGroup& config, event::Poller& p
 }
 
 void GroupRuntime::apply_operator_states() {
+  // Taken before the reads: a set() during them moves the version again and is applied next time.
+  operator_version_ = operator_states().version();
   for (size_t i = 0; i < operator_.size(); ++i) {
     const OperatorState state = operator_states().get(config_.name, config_.servers[i].address);
     if (state == operator_[i]) continue;
@@ -161,6 +163,7 @@ GroupRuntime::~GroupRuntime() {
 
 GroupRuntime::Acquire GroupRuntime::acquire(const PickContext& context, const TriedSet& tried,
                                             Waiter& waiter, size_t* server, bool first_in_line) {
+  if (operator_states().version() != operator_version_) apply_operator_states();
   // Servers at their cap are skipped like tried ones; if every up server is full, wait.
   TriedSet skip = tried;
   bool any_full = false;

@@ -189,7 +189,8 @@ class GroupRuntime {
   }
 
   // The admin's drain/disable/enable (operator_state.h): reads the process-wide table for every
-  // server of this group and applies what changed. Called when the table changes and at build.
+  // server of this group and applies what changed. Called when the table changes, at build, and
+  // by acquire() when the table's version has moved.
   void apply_operator_states();
   OperatorState operator_state(size_t server) const { return operator_[server]; }
 
@@ -216,6 +217,7 @@ class GroupRuntime {
   Waiter* queue_tail_ = nullptr;
   size_t queued_ = 0;
   std::vector<OperatorState> operator_;  // per server
+  uint64_t operator_version_ = 0;        // the table's version operator_ was read at
   // Metrics blocks live as long as the process; in-flight, idle and queue gauges move by deltas
   // because the runtime of the previous snapshot may still be finishing on the same worker.
   std::vector<metrics::UpstreamServerCounters*> counters_;

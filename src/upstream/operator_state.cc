@@ -34,6 +34,7 @@ void OperatorStates::set(std::string_view group, std::string_view server, Operat
     states_.erase(key);
   else
     states_[std::move(key)] = state;
+  version_.fetch_add(1, std::memory_order_release);
   // Under the lock, so that a worker that unsubscribes (and is then destroyed) is never called
   // afterwards; a subscriber only posts to a mailbox and never calls back in here.
   for (auto& [id, on_change] : subscribers_) on_change();

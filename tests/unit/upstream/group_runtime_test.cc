@@ -285,6 +285,25 @@ TEST_F(GroupRuntimeTest, ReleaseGivesTheSlotBack) {
   g.cancel(w);
 }
 
+// The admin's drain is set on one thread, and each worker hears of it through its mailbox, later.
+// A request sent after the admin's answer may reach a worker before that news: its pick must
+// already see the drain (test_admin_live's drain test once got the drained server that way).
+TEST_F(GroupRuntimeTest, APickSeesADrainBeforeTheWorkerHearsOfIt) {
+  group_.name = "drained-before-the-news";
+  group_.servers = {unix_server("/a"), unix_server("/b")};
+  GroupRuntime& g = make(1);
+  operator_states().set(group_.name, "unix:/a", OperatorState::kDrained);  // no apply here
+  TestWaiter w(1, nullptr);
+  for (int i = 0; i < 4; ++i) {
+    size_t server = 99;
+    ASSERT_EQ(acquire(w, &server), Acquire::kReady);
+    EXPECT_EQ(server, 1u) << i;
+    g.release(server);
+  }
+  EXPECT_EQ(g.operator_state(0), OperatorState::kDrained);
+  operator_states().set(group_.name, "unix:/a", OperatorState::kNone);  // the table is global
+}
+
 // ---------------------------------------------------------------------------------------------
 // The wait queue.
 
