@@ -20,23 +20,22 @@ struct Clock {
     monotonic_us = precise_monotonic_us();
     monotonic_ms = monotonic_us / 1000;
     if (monotonic_us >= next_wall_sync_us_) {
-      timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      wall_offset_us_ =
-          static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000 - monotonic_us;
+      wall_offset_us_ = read_us(CLOCK_REALTIME) - monotonic_us;
       next_wall_sync_us_ = monotonic_us + kWallSyncUs;
     }
     wall_seconds = static_cast<time_t>((monotonic_us + wall_offset_us_) / 1'000'000);
   }
 
   // A fresh reading, for the rare caller that must know how long the current batch has run.
-  static int64_t precise_monotonic_us() {
+  static int64_t precise_monotonic_us() { return read_us(CLOCK_MONOTONIC); }
+
+ private:
+  static int64_t read_us(clockid_t id) {
     timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return static_cast<int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
   }
 
- private:
   static constexpr int64_t kWallSyncUs = 1'000'000;
   int64_t wall_offset_us_ = 0;     // CLOCK_REALTIME minus CLOCK_MONOTONIC, in µs
   int64_t next_wall_sync_us_ = 0;  // when to take it again
