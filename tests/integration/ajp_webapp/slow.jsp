@@ -1,3 +1,3 @@
-<%@ page contentType="text/plain" trimDirectiveWhitespaces="true" %>
+<%@ page contentType="text/plain" session="false" trimDirectiveWhitespaces="true" %>
 <% Thread.sleep(4); %>
 slow page: 4 ms
