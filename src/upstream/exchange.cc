@@ -266,6 +266,13 @@ ssize_t UpstreamExchange::receive(char* buffer, size_t size) {
   }
 }
 
+bool UpstreamExchange::drained_by(ssize_t n, size_t size) const {
+  if (hung_up_ || n <= 0) return false;
+  // TLS: a short read may leave whole records in the socket or in OpenSSL's buffer.
+  if (const tls::Stream* tls = conn_->tls()) return tls->drained();
+  return static_cast<size_t>(n) < size;
+}
+
 void UpstreamExchange::read_again() {
   read_this_turn_ = 0;
   if (phase_ == Phase::kActive && conn_) on_readable();

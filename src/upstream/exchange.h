@@ -130,6 +130,10 @@ class UpstreamExchange : public handlers::Exchange,
   // over, see kReadTurnBytes: called again after the batch); -1: end of file (errno 0) or an
   // error (errno set).
   ssize_t receive(char* buffer, size_t size);
+  // Whether a receive() of `n` bytes into `size` emptied the socket. Bytes that come after it
+  // raise a new (edge-triggered) event, so reading again now would only find EAGAIN: the
+  // caller may wait for that event. Never after a hang-up (its event is spent) or a turn's end.
+  bool drained_by(ssize_t n, size_t size) const;
   // One attempt failed: the stale-connection retry, the log line, passive health, then the
   // retry policy: another server, or the answer. `what` is also the health log's reason.
   void fail(Failure failure, const char* what, const char* detail = "");

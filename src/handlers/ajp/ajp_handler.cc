@@ -299,6 +299,9 @@ bool AjpExchange::feed_body() {
 
 void AjpExchange::on_readable() {
   char* buffer = handler_.read_buffer_.get();
+  // Tomcat writes END_RESPONSE apart from the body: a response often comes in two segments,
+  // and the read between them would only say EAGAIN.
+  bool drained = false;
   while (phase_ == Phase::kActive && !client_full_) {
     std::string_view input;
     std::string paused;
@@ -306,6 +309,7 @@ void AjpExchange::on_readable() {
       paused.swap(leftover_);
       input = paused;
     } else {
+      if (drained) return;
       ssize_t n = receive(buffer, kReadChunk);
       if (n == 0) return;
       if (n < 0) {
@@ -316,6 +320,7 @@ void AjpExchange::on_readable() {
              detail);
         return;
       }
+      drained = drained_by(n, kReadChunk);
       arm_io(cping_pending_ ? handler_.options_.cping_timeout.count()
                             : group_config().read_timeout.count());
       input = std::string_view(buffer, static_cast<size_t>(n));

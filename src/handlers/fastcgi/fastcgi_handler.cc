@@ -325,9 +325,7 @@ void FastcgiExchange::read_upstream(std::string_view first, bool drained) {
       input = paused;
       socket_drained_ = false;  // bytes may have come meanwhile, their events spent
     } else {
-      // What arrives after a read that emptied the socket raises a new (edge-triggered) event,
-      // so reading again would only find EAGAIN; not so for a hang-up seen before the read.
-      if (socket_drained_ && !hung_up_) return;
+      if (socket_drained_) return;  // see drained_by()
       ssize_t n = receive(buffer, kReadChunk);
       if (n == 0) return;
       if (n < 0) {  // EOF or an error before END_REQUEST
@@ -338,7 +336,7 @@ void FastcgiExchange::read_upstream(std::string_view first, bool drained) {
              detail);
         return;
       }
-      socket_drained_ = static_cast<size_t>(n) < kReadChunk;  // a stream socket read short
+      socket_drained_ = drained_by(n, kReadChunk);
       arm_io(group_config().read_timeout.count());
       input = std::string_view(buffer, static_cast<size_t>(n));
     }
