@@ -9,7 +9,9 @@ import base64
 import http.client
 import os
 import shutil
+import socket
 import ssl
+import struct
 import subprocess
 import sys
 import tempfile
@@ -688,10 +690,76 @@ class WholeBodyBeforeTheEndTest(TomcatCase):
             self.assertEqual(r.read(), b"complete before the end\n")
             self.assertLess(time.monotonic() - start, 1.0, "answered only after the servlet ended")
             c.close()
-        # A page without a Content-Length still waits for END_RESPONSE.
+        # An ordinary page answers beside the lingering ones.
         status, _, body = self.request(srv.port, "GET", "/slow.jsp")
         self.assertEqual((status, body.strip()), (200, b"slow page: 4 ms"))
 
+
+def ajp_string(text):
+    data = text.encode()
+    return struct.pack(">H", len(data)) + data + b"\0"
+
+
+def ajp_packet(payload):
+    return b"AB" + struct.pack(">H", len(payload)) + payload
+
+
+class ContainerBreakingItsContentLengthTest(ServerTestCase):
+    """A container that sends more body than its Content-Length said. Tomcat cannot be made to
+    (it stops a response at its Content-Length), so a socket plays the container: the client
+    must get the response as announced and no surplus, which it would read as the start of its
+    next response."""
+
+    def test_surplus_body_never_reaches_the_client(self):
+        listener = socket.create_server(("127.0.0.1", 0))
+        self.addCleanup(listener.close)
+
+        def answer(conn):
+            with conn:
+                head = b""
+                while len(head) < 4 or len(head) < 4 + struct.unpack(">H", head[2:4])[0]:
+                    head += conn.recv(65536)
+                headers = (bytes([4]) + struct.pack(">H", 200) + ajp_string("OK") +
+                           struct.pack(">H", 1) + bytes([0xA0, 0x03]) + ajp_string("5"))
+                conn.sendall(ajp_packet(headers))
+                for piece in (b"hello", b"extra"):
+                    conn.sendall(ajp_packet(bytes([3]) + struct.pack(">H", len(piece)) + piece +
+                                            b"\0"))
+                conn.sendall(ajp_packet(bytes([5, 1])))
+                try:
+                    conn.recv(1)  # until the front closes
+                except OSError:
+                    pass
+
+        def container():  # every connection alike: a retry meets the same fault
+            while True:
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    return
+                threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+        threading.Thread(target=container, daemon=True).start()
+        port = listener.getsockname()[1]
+        route = (f"[[site.route]]\nprefix = \"/\"\najp = \"ajp://127.0.0.1:{port}\"\n"
+                 f"ajp_secret = \"{SECRET}\"\n")
+        srv = self.start_config(make_config(self.make_root({"index.html": "static"}), routes=route))
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as c:
+            c.sendall(b"GET /page HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            got = b""
+            while chunk := c.recv(65536):
+                got += chunk
+        head, _, body = got.partition(b"\r\n\r\n")
+        # Whether the whole body had gone out when the surplus came (then the connection just
+        # closes) or not (then it is a failed response, retried and answered 502).
+        if head.startswith(b"HTTP/1.1 200"):
+            self.assertIn(b"Content-Length: 5", head)
+            self.assertEqual(body, b"hello")
+        else:
+            self.assertTrue(head.startswith(b"HTTP/1.1 502"), head)
+            self.assertNotIn(b"extra", body)
+        self.wait_for(lambda: "longer than its Content-Length" in srv.stderr(),
+                      msg="the failure's log line")
 
 if __name__ == "__main__":
     harness.main()

@@ -128,6 +128,7 @@ class AjpExchange final : public upstream::UpstreamExchange,
   std::string leftover_;  // bytes read but not decoded because the client was full
   ResponseReader reader_;
   int64_t content_length_ = -1;  // the container's Content-Length
+  uint64_t body_received_ = 0;
   bool streaming_ = false;
   bool head_sent_ = false;
   bool client_full_ = false;
@@ -228,6 +229,7 @@ void AjpExchange::on_attempt() {
     stage_.clear();
     leftover_.clear();
     content_length_ = -1;
+    body_received_ = 0;
     streaming_ = head_sent_ = client_full_ = false;
   }
   cping_pending_ = false;
@@ -383,6 +385,12 @@ bool AjpExchange::decode(std::string_view& input) {
             stage_.swap(body_);
           }
         } else {
+          body_received_ += data.size();
+          if (content_length_ >= 0 && body_received_ > static_cast<uint64_t>(content_length_)) {
+            // Passed on, the surplus would reach the client as the start of its next response.
+            fail(upstream::Failure::kMalformed, "a body longer than its Content-Length");
+            return false;
+          }
           handle_body(data);
         }
         break;
