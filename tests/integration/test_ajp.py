@@ -706,32 +706,41 @@ def ajp_packet(payload):
 
 class ContainerBreakingItsContentLengthTest(ServerTestCase):
     """A container that sends more body than its Content-Length said. Tomcat cannot be made to
-    (it stops a response at its Content-Length), so a socket plays the container: the client
-    must get the response as announced and no surplus, which it would read as the start of its
-    next response."""
+    (it stops a response at its Content-Length), so sockets play the container: the client must
+    get the response as announced and no surplus, which it would read as the start of its next
+    response."""
 
-    def test_surplus_body_never_reaches_the_client(self):
+    def container(self, surplus, at_once=False):
+        """Answers every connection with 200, Content-Length 5, "hello" (and "extra" when
+        `surplus`); `at_once`: the whole response in one send. Returns the port."""
         listener = socket.create_server(("127.0.0.1", 0))
         self.addCleanup(listener.close)
+        headers = (bytes([4]) + struct.pack(">H", 200) + ajp_string("OK") + struct.pack(">H", 1) +
+                   bytes([0xA0, 0x03]) + ajp_string("5"))
+        packets = [ajp_packet(headers)]
+        for piece in (b"hello", b"extra") if surplus else (b"hello",):
+            packets.append(ajp_packet(bytes([3]) + struct.pack(">H", len(piece)) + piece + b"\0"))
+        packets.append(ajp_packet(bytes([5, 1])))
 
         def answer(conn):
             with conn:
-                head = b""
-                while len(head) < 4 or len(head) < 4 + struct.unpack(">H", head[2:4])[0]:
-                    head += conn.recv(65536)
-                headers = (bytes([4]) + struct.pack(">H", 200) + ajp_string("OK") +
-                           struct.pack(">H", 1) + bytes([0xA0, 0x03]) + ajp_string("5"))
-                conn.sendall(ajp_packet(headers))
-                for piece in (b"hello", b"extra"):
-                    conn.sendall(ajp_packet(bytes([3]) + struct.pack(">H", len(piece)) + piece +
-                                            b"\0"))
-                conn.sendall(ajp_packet(bytes([5, 1])))
                 try:
-                    conn.recv(1)  # until the front closes
+                    while True:  # one response per request on the connection
+                        head = b""
+                        while len(head) < 4 or len(head) < 4 + struct.unpack(">H", head[2:4])[0]:
+                            more = conn.recv(65536)
+                            if not more:
+                                return
+                            head += more
+                        if at_once:
+                            conn.sendall(b"".join(packets))
+                        else:
+                            for packet in packets:
+                                conn.sendall(packet)
                 except OSError:
                     pass
 
-        def container():  # every connection alike: a retry meets the same fault
+        def accept():
             while True:
                 try:
                     conn, _ = listener.accept()
@@ -739,17 +748,27 @@ class ContainerBreakingItsContentLengthTest(ServerTestCase):
                     return
                 threading.Thread(target=answer, args=(conn,), daemon=True).start()
 
-        threading.Thread(target=container, daemon=True).start()
-        port = listener.getsockname()[1]
-        route = (f"[[site.route]]\nprefix = \"/\"\najp = \"ajp://127.0.0.1:{port}\"\n"
-                 f"ajp_secret = \"{SECRET}\"\n")
-        srv = self.start_config(make_config(self.make_root({"index.html": "static"}), routes=route))
-        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as c:
+        threading.Thread(target=accept, daemon=True).start()
+        return listener.getsockname()[1]
+
+    def get_closing(self, port):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
             c.sendall(b"GET /page HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             got = b""
             while chunk := c.recv(65536):
                 got += chunk
         head, _, body = got.partition(b"\r\n\r\n")
+        return head, body
+
+    def start_front(self, target, upstreams=""):
+        route = (f"[[site.route]]\nprefix = \"/\"\najp = \"{target}\"\n"
+                 f"ajp_secret = \"{SECRET}\"\n")
+        return self.start_config(make_config(self.make_root({"index.html": "static"}),
+                                             routes=route) + upstreams)
+
+    def test_surplus_body_never_reaches_the_client(self):
+        srv = self.start_front(f"ajp://127.0.0.1:{self.container(surplus=True)}")
+        head, body = self.get_closing(srv.port)
         # Whether the whole body had gone out when the surplus came (then the connection just
         # closes) or not (then it is a failed response, retried and answered 502).
         if head.startswith(b"HTTP/1.1 200"):
@@ -760,6 +779,22 @@ class ContainerBreakingItsContentLengthTest(ServerTestCase):
             self.assertNotIn(b"extra", body)
         self.wait_for(lambda: "longer than its Content-Length" in srv.stderr(),
                       msg="the failure's log line")
+
+    def test_retry_after_a_surplus_starts_clean(self):
+        # The broken response comes in one piece, so it fails before the client has any of it
+        # and the retry goes to the good server: none of the first connection's bytes (its
+        # END_RESPONSE) may be read as the start of the second's response.
+        bad = self.container(surplus=True, at_once=True)
+        good = self.container(surplus=False)
+        upstreams = ('\n[[upstream]]\nname = "pair"\nbalance = "round_robin"\n'
+                     f'[[upstream.server]]\naddress = "127.0.0.1:{bad}"\n'
+                     f'[[upstream.server]]\naddress = "127.0.0.1:{good}"\n')
+        srv = self.start_front("pair", upstreams)
+        for _ in range(4):  # round robin: the bad server first at least once
+            head, body = self.get_closing(srv.port)
+            self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+            self.assertEqual(body, b"hello")
+        self.assertIn("longer than its Content-Length", srv.stderr())
 
 if __name__ == "__main__":
     harness.main()

@@ -342,20 +342,28 @@ void AjpExchange::on_readable() {
 
 // Decodes the packets in `input`; false when it cannot go on now.
 bool AjpExchange::decode(std::string_view& input) {
+  // What this connection says after a failure is void: none of it may reach a retry (through
+  // leftover_) on another connection.
+  auto give_up = [&](upstream::Failure failure, const char* what, const char* detail = "") {
+    input = {};
+    fail(failure, what, detail);
+    return false;
+  };
   for (;;) {
     std::string_view data;
     switch (reader_.next(input, data)) {
       case ResponseReader::Event::kNeedMore:
         return true;
       case ResponseReader::Event::kCpong:
-        if (!cping_pending_) {
-          fail(upstream::Failure::kMalformed, "CPONG nobody asked for");
-          return false;
-        }
+        if (!cping_pending_)
+          return give_up(upstream::Failure::kMalformed, "CPONG nobody asked for");
         cping_pending_ = false;
         LOG_DEBUG("ajp upstream %s: CPONG", server().address.c_str());
         got_byte_ = false;  // the request has not gone yet: a reset is still a stale connection
-        if (!write_out()) return false;
+        if (!write_out()) {
+          input = {};  // a write error may have started a retry
+          return false;
+        }
         break;
       case ResponseReader::Event::kGetBody: {
         if (skip_requests_ > 0) {
@@ -388,8 +396,7 @@ bool AjpExchange::decode(std::string_view& input) {
           body_received_ += data.size();
           if (content_length_ >= 0 && body_received_ > static_cast<uint64_t>(content_length_)) {
             // Passed on, the surplus would reach the client as the start of its next response.
-            fail(upstream::Failure::kMalformed, "a body longer than its Content-Length");
-            return false;
+            return give_up(upstream::Failure::kMalformed, "a body longer than its Content-Length");
           }
           handle_body(data);
         }
@@ -398,10 +405,9 @@ bool AjpExchange::decode(std::string_view& input) {
         complete(reader_.reuse() && input.empty());
         return false;
       case ResponseReader::Event::kError:
-        fail(upstream::Failure::kMalformed,
-             reader_.head_done() ? "malformed packet" : "bad response head",
-             reader_.error().c_str());
-        return false;
+        return give_up(upstream::Failure::kMalformed,
+                       reader_.head_done() ? "malformed packet" : "bad response head",
+                       reader_.error().c_str());
     }
     if (phase_ == Phase::kDone) return false;
   }
