@@ -301,8 +301,8 @@ bool AjpExchange::feed_body() {
 
 void AjpExchange::on_readable() {
   char* buffer = handler_.read_buffer_.get();
-  // Tomcat writes END_RESPONSE apart from the body: a response often comes in two segments,
-  // and the read between them would only say EAGAIN.
+  // Tomcat writes a response in three pieces (SEND_HEADERS, the body, END_RESPONSE): a read
+  // right after one that came back short would only say EAGAIN.
   bool drained = false;
   while (phase_ == Phase::kActive && !client_full_) {
     std::string_view input;
