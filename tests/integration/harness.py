@@ -472,6 +472,19 @@ MEMORY_MEASURED_ENV = {"ASAN_OPTIONS": ":".join(
     filter(None, [os.environ.get("ASAN_OPTIONS", ""), "quarantine_size_mb=0"]))}
 
 
+def serve_each_connection(listener, serve):
+    """Accepts on `listener` until it is closed, each connection served by serve(conn) in a
+    thread of its own: a raw peer for tests that need one the real peers cannot play."""
+    def accept():
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+    threading.Thread(target=accept, daemon=True).start()
+
+
 def built_with_asan(binary=PEREGRINE_BIN):
     """Whether `binary` links AddressSanitizer's runtime, whose redzones around each block and
     shadow memory (an eighth of what is touched) add to every RSS figure."""

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import tomcat  # noqa: E402
 from harness import (PEREGRINE_BIN, ServerTestCase, check_answered_beside_a_stream,  # noqa: E402
-                     make_config, q)
+                     make_config, q, serve_each_connection)
 
 SECRET = "s3cret-for-tests"
 JSPS = ["/info.jsp", "/echo.jsp", "/stream.jsp?size=1", "/slow.jsp", "/redirect.jsp",
@@ -740,15 +740,7 @@ class ContainerBreakingItsContentLengthTest(ServerTestCase):
                 except OSError:
                     pass
 
-        def accept():
-            while True:
-                try:
-                    conn, _ = listener.accept()
-                except OSError:
-                    return
-                threading.Thread(target=answer, args=(conn,), daemon=True).start()
-
-        threading.Thread(target=accept, daemon=True).start()
+        serve_each_connection(listener, answer)
         return listener.getsockname()[1]
 
     def get_closing(self, port):

@@ -484,14 +484,7 @@ class BenchToolTest(unittest.TestCase):
             except (OSError, ssl.SSLError):
                 pass
 
-        def accept():
-            while True:
-                try:
-                    c, _ = lsock.accept()
-                except OSError:
-                    return
-                threading.Thread(target=serve, args=(c,), daemon=True).start()
-        threading.Thread(target=accept, daemon=True).start()
+        harness.serve_each_connection(lsock, serve)
         rc, out, err, _ = run_bench(["-q", "-k", "-n", "40", "-c", "2", f"https://localhost:{port}/"])
         f = fields(out)
         self.assertClean(f, 40)
@@ -722,14 +715,7 @@ class BenchH2ResetTest(unittest.TestCase):
             finally:
                 conn.close()
 
-        def accept():
-            while True:
-                try:
-                    c, _ = lsock.accept()
-                except OSError:
-                    return
-                threading.Thread(target=serve, args=(c,), daemon=True).start()
-        threading.Thread(target=accept, daemon=True).start()
+        harness.serve_each_connection(lsock, serve)
         rc, out, err, _ = run_bench(["-q", "--h2", "-m", "4", "-n", "400", "-c", "2",
                                      f"http://127.0.0.1:{port}/"], timeout=60)
         f = fields(out)
