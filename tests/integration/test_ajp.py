@@ -71,8 +71,7 @@ class TomcatCase(ServerTestCase):
             for name, options in cls.TOMCATS.items():
                 t = tomcat.Tomcat(os.path.join(cls.base, name), secret=options.get("secret", SECRET),
                                   route=name, packet_size=options.get("packet_size", 8192),
-                                  threads=50, heap="128m",
-                                  ajp_flush=options.get("ajp_flush", True))
+                                  threads=50, heap="128m")
                 cls.tomcats[name] = t
                 t.start()
             for t in cls.tomcats.values():
@@ -668,31 +667,6 @@ class TestAjpTwoTomcats(TomcatCase):
             return self.node_of(srv.port, "/route.jsp",
                                 headers={"Cookie": f"JSESSIONID={session}"})[0] == "node2"
         self.wait_for(back_on_node2, timeout=20, interval=0.5, msg="node2 to serve again")
-
-
-class WholeBodyBeforeTheEndTest(TomcatCase):
-    """With ajpFlush="false", a servlet's flush sends its body without the empty flush packet, and
-    END_RESPONSE follows only when the servlet returns. A body that has reached its
-    Content-Length is complete: the client gets it then, not when the servlet is done."""
-
-    TOMCATS = {"node1": {"ajp_flush": False}}
-
-    def test_complete_body_is_answered_before_the_end(self):
-        srv = self.start_ajp()
-        self.assertEqual(self.request(srv.port, "GET", "/linger.jsp?ms=0")[0], 200)  # compiled
-        for _ in range(3):
-            c = self.conn(srv.port)
-            start = time.monotonic()
-            c.request("GET", "/linger.jsp?ms=1500")
-            r = c.getresponse()
-            self.assertEqual(r.status, 200)
-            self.assertEqual(r.getheader("Content-Length"), "24")
-            self.assertEqual(r.read(), b"complete before the end\n")
-            self.assertLess(time.monotonic() - start, 1.0, "answered only after the servlet ended")
-            c.close()
-        # An ordinary page answers beside the lingering ones.
-        status, _, body = self.request(srv.port, "GET", "/slow.jsp")
-        self.assertEqual((status, body.strip()), (200, b"slow page: 4 ms"))
 
 
 def ajp_string(text):

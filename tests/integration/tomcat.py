@@ -27,7 +27,7 @@ SERVER_XML = """<?xml version="1.0" encoding="UTF-8"?>
   <Service name="Catalina">
     <Connector protocol="AJP/1.3" address="127.0.0.1" port="{ajp_port}" {secret_attr}
                packetSize="{packet_size}" maxThreads="{threads}" acceptCount="1000"
-               connectionTimeout="60000" tomcatAuthentication="false" ajpFlush="{ajp_flush}" />
+               connectionTimeout="60000" tomcatAuthentication="false" />
     <Connector protocol="HTTP/1.1" address="127.0.0.1" port="{http_port}"
                maxThreads="{threads}" acceptCount="1000" maxKeepAliveRequests="-1" />
     <Engine name="Catalina" defaultHost="localhost" jvmRoute="{route}">
@@ -61,7 +61,7 @@ def _accepts(port):
 
 class Tomcat:
     def __init__(self, base, secret="s3cret", route="node1", packet_size=8192, threads=200,
-                 heap="192m", webapp=WEBAPP, ajp_flush=True):
+                 heap="192m", webapp=WEBAPP):
         self.base = base
         self.secret = secret
         self.route = route
@@ -69,8 +69,6 @@ class Tomcat:
         self.threads = threads
         self.heap = heap
         self.webapp = webapp
-        # false: a servlet's flush sends what it wrote without the empty "flush" packet
-        self.ajp_flush = ajp_flush
         self.ajp_port = None
         self.http_port = None
         self.proc = None
@@ -88,7 +86,6 @@ class Tomcat:
             f.write(SERVER_XML.format(ajp_port=self.ajp_port, http_port=self.http_port,
                                       secret_attr=secret_attr, packet_size=self.packet_size,
                                       threads=self.threads, route=self.route,
-                                      ajp_flush="true" if self.ajp_flush else "false",
                                       webapp=self.webapp))
 
     def start(self):

@@ -438,14 +438,6 @@ void AjpExchange::handle_body(std::string_view data) {
   if (!streaming_) {
     if (body_.size() + data.size() <= handler_.options_.buffer_bytes) {
       body_.append(data);
-      // The whole body is here: it goes out now, not after END_RESPONSE, which Tomcat writes
-      // apart and which often comes a wake-up later. Not a 403: whether that is Tomcat refusing
-      // the secret shows only at the end (secret_rejected()).
-      if (content_length_ > 0 && body_.size() == static_cast<size_t>(content_length_) &&
-          reader_.status() != 403) {
-        streaming_ = true;
-        stage_.swap(body_);
-      }
       return;
     }
     streaming_ = true;  // outgrew the buffer: the head goes out with the first staged bytes
