@@ -23,6 +23,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -63,6 +64,18 @@ constexpr size_t kReceiveBytes = size_t{kReceiveBuffers} * kReceiveBufferSize;
 constexpr int kBufferGroup = 0;
 // A send's copy keeps its memory for the next one up to this size.
 constexpr size_t kKeptSendCapacity = 4 * 1024;
+
+// The batch wait (Linux 6.12, IORING_FEAT_MIN_TIMEOUT): a wait after a batch of n > 1 events
+// sleeps until n completions are ready or kBatchWaitUs have passed (then returns with what there
+// is, or waits on for the first one), so a busy worker wakes once for what would have been
+// several wake-ups. The last batch's size is the guess: a lone client's batches are single
+// events and are never held; at 100 keep-alive connections it cut the CPU per request by about
+// 10 % (docs/io_uring.md). epoll has nothing like it.
+constexpr unsigned kBatchWaitUs = 100;
+constexpr unsigned kMaxBatchWait = 64;  // completions, at most, a batch wait asks for
+#ifndef IORING_FEAT_MIN_TIMEOUT         // liburing 2.3's header predates it
+#define IORING_FEAT_MIN_TIMEOUT (1U << 15)
+#endif
 
 // user_data: bit 63 marks our removals, bit 62 our updates (their own completions, not the
 // polls'), bit 61 receives, bit 60 sends and bit 59 accepts (with bit 63: their cancellations),
@@ -280,7 +293,9 @@ class UringPoller final : public Poller {
     own();
     give_back_buffers();  // the last batch's events have been dispatched
     io_uring_cqe* cqe = nullptr;
-    if (timeout_ms < 0) {
+    if (last_events_ > 1 && timeout_ms != 0 && (ring_.features & IORING_FEAT_MIN_TIMEOUT)) {
+      submit_and_wait_batch(std::min(last_events_, kMaxBatchWait), timeout_ms);
+    } else if (timeout_ms < 0) {
       io_uring_submit_and_wait(&ring_, 1);
     } else {
       __kernel_timespec ts{timeout_ms / 1000, (timeout_ms % 1000) * 1000000LL};
@@ -339,6 +354,7 @@ class UringPoller final : public Poller {
         on_poll(data, res, more, events, &n);
       }
     }
+    last_events_ = static_cast<unsigned>(n);
     return n;
   }
 
@@ -689,6 +705,28 @@ class UringPoller final : public Poller {
     events[(*n)++] = {slot->target, res > 0 ? uint32_t{kSent} : uint32_t{kSent | kHangup}};
   }
 
+  // io_uring_submit_and_wait_min_timeout() of liburing 2.8, by hand: publishes the queued
+  // submissions (as io_uring_submit() does) and enters once to submit them and wait for `count`
+  // completions with the batch wait.
+  void submit_and_wait_batch(unsigned count, int timeout_ms) {
+    io_uring_sq& sq = ring_.sq;
+    const unsigned tail = sq.sqe_tail;
+    if (sq.sqe_head != tail) {
+      sq.sqe_head = tail;
+      io_uring_smp_store_release(sq.ktail, tail);
+    }
+    const unsigned to_submit = tail - io_uring_smp_load_acquire(sq.khead);
+    // Without a timeout the kernel would return empty-handed once the batch wait is over; with
+    // one it waits on for the first completion.
+    const int64_t ms = timeout_ms < 0 ? int64_t{3600} * 1000 : timeout_ms;
+    __kernel_timespec ts{ms / 1000, (ms % 1000) * 1000000LL};
+    io_uring_getevents_arg arg{};
+    arg.ts = reinterpret_cast<uint64_t>(&ts);
+    arg.pad = kBatchWaitUs;  // min_wait_usec, in Linux 6.12's header
+    ::syscall(__NR_io_uring_enter, ring_.ring_fd, to_submit, count,
+              IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg, sizeof arg);
+  }
+
   io_uring ring_{};
   bool started_ = false;
   bool disabled_ = false;  // made with kDeferredFlags: no submission before own()
@@ -702,6 +740,7 @@ class UringPoller final : public Poller {
   std::vector<uint16_t> lent_;  // buffers handed over in the last batch
   std::vector<Slot> slots_;
   uint32_t batch_ = 0;
+  unsigned last_events_ = 0;  // what the last wait() reported: the next one's batch guess
 };
 
 }  // namespace
