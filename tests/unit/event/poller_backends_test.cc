@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +32,8 @@ std::unique_ptr<Poller> make(Backend backend) {
   return poller;
 }
 
+constexpr uint32_t kConnection = kReadable | kWritable | kEdgeTriggered;
+
 class PollerTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
@@ -42,6 +45,21 @@ class PollerTest : public ::testing::TestWithParam<Backend> {
   void TearDown() override {
     for (int fd : pair)
       if (fd >= 0) ::close(fd);
+    for (int fd : near) ::close(fd);
+    for (int fd : far) ::close(fd);
+  }
+
+  // `count` more socket pairs, each near end registered as a connection with its own target
+  // (targets[i]); all closed after the test.
+  void add_pairs(int count) {
+    targets = std::make_unique<Target[]>(count);
+    for (int i = 0; i < count; ++i) {
+      int p[2];
+      ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p), 0);
+      near.push_back(p[0]);
+      far.push_back(p[1]);
+      ASSERT_TRUE(poller->add(p[0], kConnection, &targets[i]));
+    }
   }
 
   // The events one wait() reports, as (target, readiness).
@@ -66,9 +84,9 @@ class PollerTest : public ::testing::TestWithParam<Backend> {
   std::unique_ptr<Poller> poller;
   int pair[2] = {-1, -1};
   Target a, b;
+  std::vector<int> near, far;
+  std::unique_ptr<Target[]> targets;
 };
-
-constexpr uint32_t kConnection = kReadable | kWritable | kEdgeTriggered;
 
 TEST_P(PollerTest, ReportsReadabilityAndWritability) {
   ASSERT_TRUE(poller->add(pair[0], kConnection, &a));
@@ -206,15 +224,7 @@ TEST_P(PollerTest, ManyWakeUpsAreOneEvent) {
 // More ready descriptors than one wait() may return: the rest come with the next.
 TEST_P(PollerTest, CapacityLeavesTheRestForTheNextWait) {
   constexpr int kPairs = 40;
-  std::vector<int> fds;
-  std::vector<Target> targets(kPairs);
-  for (int i = 0; i < kPairs; ++i) {
-    int p[2];
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p), 0);
-    fds.push_back(p[0]);
-    fds.push_back(p[1]);
-    ASSERT_TRUE(poller->add(p[0], kConnection, &targets[i]));
-  }
+  add_pairs(kPairs);
   int seen = 0;
   for (int round = 0; round < 10 && seen < kPairs; ++round) {
     ReadyEvent events[16];
@@ -224,7 +234,6 @@ TEST_P(PollerTest, CapacityLeavesTheRestForTheNextWait) {
   }
   EXPECT_EQ(seen, kPairs);
   EXPECT_TRUE(wait(20).empty());
-  for (int fd : fds) ::close(fd);
 }
 
 // After a wait that reported several events, the io_uring poller's next wait asks the kernel
@@ -232,15 +241,7 @@ TEST_P(PollerTest, CapacityLeavesTheRestForTheNextWait) {
 // not at its timeout, nor only once more events came.
 TEST_P(PollerTest, AfterABatchALoneEventIsNotHeldForMore) {
   constexpr int kPairs = 8;
-  std::vector<int> near, far;
-  std::vector<Target> targets(kPairs);
-  for (int i = 0; i < kPairs; ++i) {
-    int p[2];
-    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p), 0);
-    near.push_back(p[0]);
-    far.push_back(p[1]);
-    ASSERT_TRUE(poller->add(p[0], kConnection, &targets[i]));
-  }
+  add_pairs(kPairs);
   wait();  // writability
   auto batch = [&] {
     for (int fd : far) send_byte(fd);
@@ -268,8 +269,6 @@ TEST_P(PollerTest, AfterABatchALoneEventIsNotHeldForMore) {
   late.join();
   ASSERT_EQ(n, 1);
   EXPECT_EQ(forever[0].target, &targets[5]);
-  for (int fd : near) ::close(fd);
-  for (int fd : far) ::close(fd);
 }
 
 TEST_P(PollerTest, TimesOutWithNothingReady) {
