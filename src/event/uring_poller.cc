@@ -293,7 +293,9 @@ class UringPoller final : public Poller {
     own();
     give_back_buffers();  // the last batch's events have been dispatched
     io_uring_cqe* cqe = nullptr;
-    if (last_events_ > 1 && timeout_ms != 0 && (ring_.features & IORING_FEAT_MIN_TIMEOUT)) {
+    // Completions left over from the last batch (more than it could take) are not held.
+    if (last_events_ > 1 && timeout_ms != 0 && io_uring_cq_ready(&ring_) == 0 &&
+        (ring_.features & IORING_FEAT_MIN_TIMEOUT)) {
       submit_and_wait_batch(std::min(last_events_, kMaxBatchWait), timeout_ms);
     } else if (timeout_ms < 0) {
       io_uring_submit_and_wait(&ring_, 1);
