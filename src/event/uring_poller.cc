@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "event/batch_wait.h"
 #include "event/poller.h"
 
 namespace peregrine::event {
@@ -65,15 +66,13 @@ constexpr int kBufferGroup = 0;
 // A send's copy keeps its memory for the next one up to this size.
 constexpr size_t kKeptSendCapacity = 4 * 1024;
 
-// The batch wait (Linux 6.12, IORING_FEAT_MIN_TIMEOUT): a wait after a batch of n > 1 events
-// sleeps until n completions are ready or kBatchWaitUs have passed (then returns with what there
-// is, or waits on for the first one), so a busy worker wakes once for what would have been
-// several wake-ups. The last batch's size is the guess: a lone client's batches are single
-// events and are never held; at 100 keep-alive connections it cut the CPU per request by about
-// 10 % (docs/io_uring.md). epoll has nothing like it.
+// The batch wait (Linux 6.12, IORING_FEAT_MIN_TIMEOUT): after a large batch, a wait sleeps
+// until batch_wait_size() completions are ready or kBatchWaitUs have passed (then returns with
+// what there is, or waits on for the first one), so a busy worker wakes once for what would have
+// been several wake-ups. At 100 keep-alive connections it cut the CPU per request by about 10 %
+// (docs/io_uring.md). epoll has nothing like it.
 constexpr unsigned kBatchWaitUs = 100;
-constexpr unsigned kMaxBatchWait = 64;  // completions, at most, a batch wait asks for
-#ifndef IORING_FEAT_MIN_TIMEOUT         // liburing 2.3's header predates it
+#ifndef IORING_FEAT_MIN_TIMEOUT  // liburing 2.3's header predates it
 #define IORING_FEAT_MIN_TIMEOUT (1U << 15)
 #endif
 
@@ -218,7 +217,10 @@ class UringPoller final : public Poller {
     Slot& slot = slots_[static_cast<size_t>(fd)];
     // Still registered: the descriptor was closed behind our back and its number reused. The old
     // poll watches the old file (and holds it open): cancel it, then watch the new one.
-    if (slot.target) forget(fd, slot);
+    if (slot.target)
+      forget(fd, slot);
+    else
+      ++registered_;
     slot.target = target;
     slot.interest = interest;
     ++slot.generation;
@@ -280,6 +282,7 @@ class UringPoller final : public Poller {
     Slot* slot = find(fd);
     if (!slot) return;
     forget(fd, *slot);
+    --registered_;
     slot->target = nullptr;
     ++slot->generation;  // a completion already on its way is now stale
   }
@@ -294,9 +297,10 @@ class UringPoller final : public Poller {
     give_back_buffers();  // the last batch's events have been dispatched
     io_uring_cqe* cqe = nullptr;
     // Completions left over from the last batch (more than it could take) are not held.
-    if (last_events_ > 1 && timeout_ms != 0 && io_uring_cq_ready(&ring_) == 0 &&
+    const unsigned batch = batch_wait_size(last_events_, registered_);
+    if (batch > 1 && timeout_ms != 0 && io_uring_cq_ready(&ring_) == 0 &&
         (ring_.features & IORING_FEAT_MIN_TIMEOUT)) {
-      submit_and_wait_batch(std::min(last_events_, kMaxBatchWait), timeout_ms);
+      submit_and_wait_batch(batch, timeout_ms);
     } else if (timeout_ms < 0) {
       io_uring_submit_and_wait(&ring_, 1);
     } else {
@@ -743,6 +747,7 @@ class UringPoller final : public Poller {
   std::vector<Slot> slots_;
   uint32_t batch_ = 0;
   unsigned last_events_ = 0;  // what the last wait() reported: the next one's batch guess
+  unsigned registered_ = 0;   // descriptors with a target: the batch guess's cap
 };
 
 }  // namespace
