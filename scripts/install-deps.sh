@@ -17,6 +17,8 @@ test_packages+=(strace)
 test_packages+=(systemd)
 # AJP13's peer (tests/integration/test_ajp.py runs Tomcat 10 with its own CATALINA_BASE).
 test_packages+=(tomcat10)
+# A seccomp filter that refuses io_uring, as containers do (tests/integration/test_event_backend.py).
+test_packages+=(python3-seccomp)
 # The metrics' strict Prometheus text parser, and the admin UI in a real headless browser.
 test_packages+=(python3-prometheus-client chromium chromium-driver python3-selenium fonts-dejavu-core)
 # Apache with mod_jk and mod_proxy_ajp, AJP's comparison in bench/.

@@ -24,6 +24,11 @@ SCENARIOS = {
                   desc="663-byte page, 1,000 keep-alive connections"),
     "small_c1000": dict(path="/11.txt", conns=1000, close=False, length=11,
                         desc="11-byte file, 1,000 keep-alive connections"),
+    # Few connections, where a server that holds replies to batch them loses requests per second.
+    "small_c5": dict(path="/11.txt", conns=5, close=False, length=11,
+                     desc="11-byte file, 5 keep-alive connections"),
+    "small_c10": dict(path="/11.txt", conns=10, close=False, length=11,
+                      desc="11-byte file, 10 keep-alive connections"),
     "hello": dict(path="/hello", conns=100, close=False, length=len(HELLO_BODY),
                   desc="fixed 'return 200 hello world' route (no file system), 100 keep-alive connections"),
     "idle10k": dict(path="/11.txt", conns=IDLE_CONNECTIONS, close=False, length=11,
@@ -108,7 +113,7 @@ for _name, (_path, _backend, _ab, _what) in AB_POSTS.items():
 SCENARIO_ORDER = list(SCENARIOS)
 TLS_SCENARIOS = [n for n in SCENARIO_ORDER if SCENARIOS[n].get("tls")]
 # Issue 19's rows (the io_uring backend against epoll and the canned-epoll floor).
-URING_SCENARIOS = ["small", "page", "c1000", "small_c1000", "php_hello", "proxy_small"]
+URING_SCENARIOS = ["small", "page", "c1000", "small_c1000", "small_c5", "small_c10", "php_hello", "proxy_small"]
 SCENARIO_ALIASES = {"proxy_slow": [f"proxy_slow{c}" for c in SLOW_CONCURRENCIES], "tls": TLS_SCENARIOS,
                     "ab": list(AB_POSTS), "uring": URING_SCENARIOS}
 # The issue's targets for Peregrine (CPU per request against the best of nginx, H2O and lighttpd;

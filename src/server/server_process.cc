@@ -497,8 +497,8 @@ pid_t spawn(int spawner, const std::vector<std::string>& texts, const std::vecto
   return pid;
 }
 
-// The event backend, chosen once for the process (a reload keeps it). Logs the choice when it
-// is not the default, and why io_uring cannot be used when it was asked for.
+// The event backend, chosen once for the process (a reload keeps it). Logs the choice, and why
+// io_uring cannot be used when it was asked for.
 event::BackendChoice choose_backend(const config::Config& config) {
   event::Backend wanted = event::Backend::kEpoll;
   if (config.event_backend == config::EventBackend::kIoUring) wanted = event::Backend::kIoUring;
@@ -512,8 +512,9 @@ event::BackendChoice choose_backend(const config::Config& config) {
   } else if (!choice.reason.empty()) {
     LOG_WARN("event_backend = \"auto\": using epoll, io_uring is unavailable: %s",
              choice.reason.c_str());
-  } else if (choice.backend == event::Backend::kIoUring) {
-    LOG_INFO("event backend: io_uring");
+  } else {
+    LOG_INFO("event backend: %s",
+             choice.backend == event::Backend::kIoUring ? "io_uring" : "epoll");
   }
   return choice;
 }

@@ -493,7 +493,8 @@ class IoUringAndFloor(unittest.TestCase):
     def test_command_line(self):
         args = driver.parse_args(["--servers", "nginx,canned-epoll,peregrine-uring,peregrine", "--scenarios", "uring"])
         self.assertEqual(args.servers, ["peregrine", "peregrine-uring", "canned-epoll", "nginx"])
-        self.assertEqual(args.scenarios, ["small", "page", "c1000", "small_c1000", "php_hello", "proxy_small"])
+        self.assertEqual(args.scenarios, ["small", "page", "c1000", "small_c1000", "small_c5", "small_c10",
+                                          "php_hello", "proxy_small"])
         self.assertEqual(args.syscalls, [])
         self.assertEqual(driver.parse_args(["--syscalls"]).syscalls, ["strace"])
         self.assertEqual(driver.parse_args(["--syscalls", "strace,perf"]).syscalls, ["strace", "perf"])
@@ -552,6 +553,10 @@ class IoUringAndFloor(unittest.TestCase):
                              (("peregrine-uring", 14.0), ("nginx", 30.0), ("h2o", 20.0), ("lighttpd", 10.0))}}
         self.assertEqual(capture(report.uring_lines, "proxy_small", proxy),
                          ["   target peregrine-uring: CPU/request <= 0.7x the best of nginx and H2O: 0.70x (met)"])
+        few = {"servers": {"peregrine": load_entry(9.0, rps=1000.0), "peregrine-uring": load_entry(8.0, rps=960.0)}}
+        self.assertEqual(capture(report.uring_lines, "small_c5", few),
+                         ["   guard peregrine-uring: req/s >= 0.97x peregrine (epoll), run by run: 0.96; median 0.96x "
+                          "(NOT met)"])
         lines = capture(report.syscall_lines, res, ["peregrine", "peregrine-uring", "canned-epoll"],
                         types.SimpleNamespace(syscalls_seconds=3))
         self.assertIn("   peregrine       FAILED: strace did not attach", lines)

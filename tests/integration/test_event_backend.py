@@ -1,0 +1,84 @@
+"""The event backend chosen at start (docs/io_uring.md). The default, epoll, never tries io_uring;
+`auto` uses io_uring and says so, and where io_uring_setup is refused, as a container's seccomp
+profile refuses it (here a filter of our own, python3-seccomp), epoll with one warning that says
+why, serving as before; `io_uring` asked for by name there refuses to start.
+"""
+import subprocess
+import unittest
+
+from harness import PEREGRINE_BIN, ServerTestCase, in_ci, main
+
+# Debian's python3-seccomp is a module of the system's python3.
+SYSTEM_PYTHON = "/usr/bin/python3"
+# Runs argv[2:] with io_uring_setup refused (EPERM) when argv[1] is "refuse", as is otherwise.
+EXEC_UNDER_FILTER = """
+import errno, os, sys
+if sys.argv[1] == "refuse":
+    import seccomp
+    f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    f.add_rule(seccomp.ERRNO(errno.EPERM), "io_uring_setup")
+    f.load()
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+FALLBACK = ('event_backend = "auto": using epoll, io_uring is unavailable: io_uring_setup: Operation not '
+            "permitted (kernel.io_uring_disabled, or a seccomp filter such as a container's)")
+
+
+def seccomp_available():
+    probe = subprocess.run([SYSTEM_PYTHON, "-c", "import seccomp"], capture_output=True)
+    if probe.returncode == 0:
+        return
+    what = "missing Python module: seccomp (python3-seccomp)"
+    if in_ci():
+        raise AssertionError(f"{what}; CI=true, and CI installs every package the tests need")
+    raise unittest.SkipTest(what)
+
+
+class EventBackendTest(ServerTestCase):
+    def setUp(self):
+        super().setUp()
+        seccomp_available()
+        self.root = self.make_root({"index.html": "hello\n"})
+
+    def argv(self, io_uring, backend=None):
+        # Through the wrapper, so that the harness's PEREGRINE_EVENT_BACKEND (the tier's backend)
+        # does not decide what is being tested.
+        argv = [SYSTEM_PYTHON, "-c", EXEC_UNDER_FILTER, "allow" if io_uring else "refuse", PEREGRINE_BIN,
+                "--listen", "127.0.0.1:0", "--root", self.root, "--workers", "2", "--access-log", "off"]
+        return argv + (["--event-backend", backend] if backend else [])
+
+    def serves(self, srv):
+        status, _, body = self.get(srv.port, "/index.html")
+        self.assertEqual((status, body), (200, b"hello\n"))
+
+    def test_the_default_is_epoll_and_does_not_try_io_uring(self):
+        srv = self.start_argv(self.argv(io_uring=False))
+        self.serves(srv)
+        self.assertIn("event backend: epoll", srv.stderr())
+        self.assertNotIn("unavailable", srv.stderr())
+
+    def test_auto_uses_io_uring_where_the_kernel_allows_it(self):
+        srv = self.start_argv(self.argv(io_uring=True, backend="auto"))
+        self.serves(srv)
+        self.assertIn("event backend: io_uring", srv.stderr())
+        self.assertNotIn("unavailable", srv.stderr())
+
+    def test_auto_falls_back_to_epoll_with_one_line(self):
+        srv = self.start_argv(self.argv(io_uring=False, backend="auto"))
+        self.serves(srv)
+        log = srv.stderr()
+        self.assertEqual(log.count(FALLBACK), 1, log)
+        self.assertNotIn("event backend: io_uring", log)
+
+    def test_io_uring_by_name_refuses_to_start_without_it(self):
+        run = subprocess.run(self.argv(io_uring=False, backend="io_uring"), capture_output=True, text=True,
+                             timeout=10)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn('event_backend = "io_uring": io_uring is unavailable here: io_uring_setup: Operation not '
+                      "permitted", run.stderr)
+        self.assertIn('hint: set event_backend = "auto" to fall back to epoll', run.stderr)
+        self.assertNotIn("listening on", run.stderr)
+
+
+if __name__ == "__main__":
+    main()
