@@ -189,7 +189,7 @@ def main():
                                        "median_cpu_us_per_req": us, "runs": runs})
             print()
 
-        print(f"two client threads over both cores (nginx still 1 worker on CPU 0), keep-alive /hello")
+        print("two client threads over both cores (nginx still 1 worker on CPU 0), keep-alive /hello")
         url = f"http://127.0.0.1:{nginx.port}/hello"
         per_tool = {"peregrine-bench -W 2": [], "wrk -t2": []}
         for run in range(args.runs):

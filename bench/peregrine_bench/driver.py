@@ -510,7 +510,7 @@ def main(argv):
         log("\ninterrupted")
         rc = 130
     except SystemExit as e:
-        log(f"\nterminated by a signal")
+        log("\nterminated by a signal")
         rc = e.code if isinstance(e.code, int) else 1
     finally:
         for s in ctx["running"]:
