@@ -196,7 +196,7 @@ def quick_vs_config_line(result):
 # the file rows below the canned-epoll floor; the proxy row against the best of nginx and H2O.
 URING_VS_EPOLL = {"small": 0.85, "page": 0.85, "c1000": 0.85, "small_c1000": 0.85, "php_hello": 1.0}
 URING_PROXY = ("proxy_small", 0.7)
-# Few connections: the batch wait must not cost requests per second (it once cost 15-20 % at 5
+# Few connections: the batch wait must not cost requests per second (it once cost 7-21 % at 5
 # and 10 connections, docs/io_uring.md). Not the target: a guard, within the noise.
 URING_RPS_GUARD = {"small_c5": 0.97, "small_c10": 0.97}
 

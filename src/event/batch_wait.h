@@ -16,7 +16,7 @@ constexpr unsigned kMaxBatchWait = 64;
 // The last batch's size is the guess, capped by the registrations outside it: until the clients
 // have read the replies just sent, only those can bring anything. Asking for more makes the
 // worker sleep with work ready while each client handles its replies, the two CPUs taking turns
-// instead of working at once: at 5 and 10 keep-alive connections that cost 15-20 % of the
+// instead of working at once: at 5 and 10 keep-alive connections that cost 7-21 % of the
 // requests per second.
 constexpr unsigned batch_wait_size(unsigned last_batch, unsigned registered) {
   if (last_batch < kMinBatchWait) return 0;
