@@ -672,6 +672,15 @@ class PeregrineQuick(Peregrine):
     speed drifts."""
     name = "peregrine-quick"
 
+    @classmethod
+    def supports(cls, scenario):
+        # `--proxy /app/=URL` proxies /app/ only: elsewhere it would serve the docroot's copy of
+        # the page and pass for a proxy at a fraction of the cost.
+        sc = SCENARIOS[scenario]
+        if sc.get("backend") == "http" and not sc["path"].startswith("/app/"):
+            return False, "quick mode proxies only /app/ (--proxy /app/=URL); this path would be served as a file"
+        return True, ""
+
     def make_command(self, args):
         return self.quick_command(args)
 

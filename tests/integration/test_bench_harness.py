@@ -485,6 +485,14 @@ class IoUringAndFloor(unittest.TestCase):
             self.assertFalse(ok, name)
             self.assertIn("does not parse", why)
 
+    def test_quick_mode_only_where_its_flags_reach_the_handler(self):
+        for name in ("php_hello", "php_hello_quick", "ab_app_c500", "small"):
+            self.assertEqual(servers.PeregrineQuick.supports(name), (True, ""), name)
+        for name in ("proxy_small", "proxy_slow500"):
+            ok, why = servers.PeregrineQuick.supports(name)
+            self.assertFalse(ok, name)
+            self.assertIn("/app/", why)
+
     def test_a_missing_canned_epoll_says_how_to_build_it(self):
         ok, why = servers.CannedEpoll.available(types.SimpleNamespace(canned_epoll="/nonexistent/canned-epoll"))
         self.assertFalse(ok)
