@@ -666,7 +666,12 @@ def require_tool(name, package, path=None):
         found = shutil.which(name)
     if found:
         return found
-    what = f"missing tool: {path or name} ({package})"
+    missing(f"missing tool: {path or name} ({package})")
+
+
+def missing(what):
+    """A tool, module or package the test needs is absent (`what` says which, and its Debian
+    package): unittest.SkipTest, or under CI=true an AssertionError."""
     if in_ci():
         raise AssertionError(f"{what}; CI=true, and CI installs every package the tests need")
     raise unittest.SkipTest(what)
