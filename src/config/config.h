@@ -19,6 +19,7 @@
 #include "core/cidr.h"
 #include "core/log.h"
 #include "core/regex.h"
+#include "event/batch_wait.h"
 #include "http/header_edits.h"
 
 namespace peregrine::auth {
@@ -378,6 +379,8 @@ struct Config {
   LogLevel log_level = LogLevel::kInfo;
   // Read at start: a reload keeps the running backend.
   EventBackend event_backend = EventBackend::kEpoll;
+  // io_uring's batch wait (event/batch_wait.h), read at start too; 0 turns it off.
+  unsigned io_uring_batch_wait_us = event::kDefaultBatchWaitUs;
   std::string server_header = "peregrine";  // Server: value; "" sends none
   Limits limits;
   ClientAddress client_address;

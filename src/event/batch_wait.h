@@ -5,6 +5,11 @@
 
 namespace peregrine::event {
 
+// How long a wait may hold completions for more (`io_uring_batch_wait_us`): long enough for a
+// busy worker's next few requests to come, short against a request's own latency.
+constexpr unsigned kDefaultBatchWaitUs = 100;
+// The setting's ceiling: past a millisecond, the hold would be felt as latency.
+constexpr unsigned kBatchWaitUsCeiling = 1000;
 // Below this, a worker is lightly loaded: holding a reply would cost latency and save little.
 constexpr unsigned kMinBatchWait = 8;
 // At most this many completions are waited for at once.

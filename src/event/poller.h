@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "event/batch_wait.h"
+
 namespace peregrine::event {
 
 enum Interest : uint32_t {
@@ -122,7 +124,10 @@ class Poller {
 std::unique_ptr<Poller> make_epoll_poller();
 
 // Null when no ring can be made here; then `error` says why (strerror and what causes it).
-std::unique_ptr<Poller> make_uring_poller(std::string* error);
+// `batch_wait_us`: how long a wait after a large batch may hold what came for more (batch_wait.h;
+// 0: never).
+std::unique_ptr<Poller> make_uring_poller(std::string* error,
+                                          unsigned batch_wait_us = kDefaultBatchWaitUs);
 
 enum class Backend { kEpoll, kIoUring, kAuto };
 
@@ -138,7 +143,7 @@ struct BackendChoice {
 BackendChoice choose_backend(Backend wanted);
 
 // The poller of a chosen backend. A ring that cannot be made although the probe could (memory)
-// falls back to epoll with an error-log line.
-std::unique_ptr<Poller> make_poller(Backend backend);
+// falls back to epoll with an error-log line. `batch_wait_us` is io_uring's (epoll ignores it).
+std::unique_ptr<Poller> make_poller(Backend backend, unsigned batch_wait_us = kDefaultBatchWaitUs);
 
 }  // namespace peregrine::event

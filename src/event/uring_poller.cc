@@ -67,11 +67,10 @@ constexpr int kBufferGroup = 0;
 constexpr size_t kKeptSendCapacity = 4 * 1024;
 
 // The batch wait (Linux 6.12, IORING_FEAT_MIN_TIMEOUT): after a large batch, a wait sleeps
-// until batch_wait_size() completions are ready or kBatchWaitUs have passed (then returns with
-// what there is, or waits on for the first one), so a busy worker wakes once for what would have
-// been several wake-ups. At 100 keep-alive connections it cut the CPU per request by about 10 %
-// (docs/io_uring.md). epoll has nothing like it.
-constexpr unsigned kBatchWaitUs = 100;
+// until batch_wait_size() completions are ready or the batch wait's microseconds have passed
+// (then returns with what there is, or waits on for the first one), so a busy worker wakes once
+// for what would have been several wake-ups. At 100 keep-alive connections it cut the CPU per
+// request by about 10 % (docs/io_uring.md). epoll has nothing like it.
 #ifndef IORING_FEAT_MIN_TIMEOUT  // liburing 2.3's header predates it
 #define IORING_FEAT_MIN_TIMEOUT (1U << 15)
 #endif
@@ -152,6 +151,7 @@ bool make_ring(io_uring* ring, unsigned entries, unsigned flags, std::string* er
 
 class UringPoller final : public Poller {
  public:
+  explicit UringPoller(unsigned batch_wait_us) : batch_wait_us_(batch_wait_us) {}
   // False (and `error` says why) when no ring can be made.
   bool start(unsigned entries, std::string* error) {
     disabled_ = make_ring(&ring_, entries, kSetupFlags | kDeferredFlags, nullptr);
@@ -298,7 +298,7 @@ class UringPoller final : public Poller {
     io_uring_cqe* cqe = nullptr;
     // Completions left over from the last batch (more than it could take) are not held.
     const unsigned batch = batch_wait_size(last_events_, registered_);
-    if (batch > 1 && timeout_ms != 0 && io_uring_cq_ready(&ring_) == 0 &&
+    if (batch > 1 && batch_wait_us_ > 0 && timeout_ms != 0 && io_uring_cq_ready(&ring_) == 0 &&
         (ring_.features & IORING_FEAT_MIN_TIMEOUT)) {
       submit_and_wait_batch(batch, timeout_ms);
     } else if (timeout_ms < 0) {
@@ -728,7 +728,7 @@ class UringPoller final : public Poller {
     __kernel_timespec ts{ms / 1000, (ms % 1000) * 1000000LL};
     io_uring_getevents_arg arg{};
     arg.ts = reinterpret_cast<uint64_t>(&ts);
-    arg.pad = kBatchWaitUs;  // min_wait_usec, in Linux 6.12's header
+    arg.pad = batch_wait_us_;  // min_wait_usec, in Linux 6.12's header
     ::syscall(__NR_io_uring_enter, ring_.ring_fd, to_submit, count,
               IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg, sizeof arg);
   }
@@ -748,12 +748,13 @@ class UringPoller final : public Poller {
   uint32_t batch_ = 0;
   unsigned last_events_ = 0;  // what the last wait() reported: the next one's batch guess
   unsigned registered_ = 0;   // descriptors with a target: the batch guess's cap
+  unsigned batch_wait_us_ = kDefaultBatchWaitUs;  // 0: no batch wait
 };
 
 }  // namespace
 
-std::unique_ptr<Poller> make_uring_poller(std::string* error) {
-  auto poller = std::make_unique<UringPoller>();
+std::unique_ptr<Poller> make_uring_poller(std::string* error, unsigned batch_wait_us) {
+  auto poller = std::make_unique<UringPoller>(batch_wait_us);
   if (!poller->start(kSubmissionEntries, error)) return nullptr;
   return poller;
 }
@@ -771,10 +772,10 @@ BackendChoice choose_backend(Backend wanted) {
   return choice;
 }
 
-std::unique_ptr<Poller> make_poller(Backend backend) {
+std::unique_ptr<Poller> make_poller(Backend backend, unsigned batch_wait_us) {
   if (backend == Backend::kIoUring) {
     std::string error;
-    if (auto poller = make_uring_poller(&error)) return poller;
+    if (auto poller = make_uring_poller(&error, batch_wait_us)) return poller;
     LOG_ERROR("io_uring: %s; this worker uses epoll", error.c_str());
   }
   return make_epoll_poller();

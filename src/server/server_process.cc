@@ -512,9 +512,13 @@ event::BackendChoice choose_backend(const config::Config& config) {
   } else if (!choice.reason.empty()) {
     LOG_WARN("event_backend = \"auto\": using epoll, io_uring is unavailable: %s",
              choice.reason.c_str());
+  } else if (choice.backend == event::Backend::kIoUring) {
+    if (config.io_uring_batch_wait_us > 0)
+      LOG_INFO("event backend: io_uring (batch wait %u us)", config.io_uring_batch_wait_us);
+    else
+      LOG_INFO("event backend: io_uring (batch wait off)");
   } else {
-    LOG_INFO("event backend: %s",
-             choice.backend == event::Backend::kIoUring ? "io_uring" : "epoll");
+    LOG_INFO("event backend: epoll");
   }
   return choice;
 }

@@ -5,7 +5,7 @@ why, serving as before; `io_uring` asked for by name there refuses to start.
 """
 import subprocess
 
-from harness import PEREGRINE_BIN, ServerTestCase, main, missing
+from harness import PEREGRINE_BIN, ServerTestCase, main, make_config, missing
 
 # Debian's python3-seccomp is a module of the system's python3.
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -56,8 +56,14 @@ class EventBackendTest(ServerTestCase):
     def test_auto_uses_io_uring_where_the_kernel_allows_it(self):
         srv = self.start_argv(self.argv(io_uring=True, backend="auto"))
         self.serves(srv)
-        self.assertIn("event backend: io_uring", srv.stderr())
+        self.assertIn("event backend: io_uring (batch wait 100 us)", srv.stderr())
         self.assertNotIn("unavailable", srv.stderr())
+
+    def test_the_batch_wait_can_be_turned_off(self):
+        srv = self.start_config(make_config(self.root, top='event_backend = "io_uring"\nio_uring_batch_wait_us = 0'))
+        for _ in range(20):
+            self.serves(srv)
+        self.assertIn("event backend: io_uring (batch wait off)", srv.stderr())
 
     def test_auto_falls_back_to_epoll_with_one_line(self):
         srv = self.start_argv(self.argv(io_uring=False, backend="auto"))

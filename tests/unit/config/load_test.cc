@@ -349,7 +349,8 @@ root = "www"
 )"),
             "1:1: unknown key 'colour' at the top level (hint: valid keys: listen, workers, user, "
             "group, pid_file, error_log, log_level, server_header, limits, mime_types, upstream, "
-            "site, tls, client_address, request_id, limit, admin, event_backend)");
+            "site, tls, client_address, request_id, limit, admin, event_backend, "
+            "io_uring_batch_wait_us)");
 }
 
 TEST_F(LoadTest, UnknownSectionIsAnUnknownKey) {
@@ -360,7 +361,8 @@ workers = 2
 )"),
             "3:2: unknown key 'server' at the top level (hint: valid keys: listen, workers, user, "
             "group, pid_file, error_log, log_level, server_header, limits, mime_types, upstream, "
-            "site, tls, client_address, request_id, limit, admin, event_backend)");
+            "site, tls, client_address, request_id, limit, admin, event_backend, "
+            "io_uring_batch_wait_us)");
 }
 
 TEST_F(LoadTest, TopLevelKeyAfterASectionHeaderSaysWhy) {
@@ -527,6 +529,21 @@ TEST_F(LoadTest, UnknownEventBackend) {
   EXPECT_EQ(error("event_backend = \"kqueue\"\n[[site]]\nroot = \"www\"\n"),
             "1:17: unknown event backend \"kqueue\" (hint: one of: epoll, io_uring, auto)");
   EXPECT_EQ(error("event_backend = 1\n[[site]]\nroot = \"www\"\n").substr(0, 5), "1:17:");
+}
+
+TEST_F(LoadTest, IoUringBatchWait) {
+  EXPECT_EQ(load_ok("[[site]]\nroot = \"www\"\n")->io_uring_batch_wait_us, 100u);
+  EXPECT_EQ(
+      load_ok("io_uring_batch_wait_us = 0\n[[site]]\nroot = \"www\"\n")->io_uring_batch_wait_us,
+      0u);
+  EXPECT_EQ(
+      load_ok("io_uring_batch_wait_us = 1000\n[[site]]\nroot = \"www\"\n")->io_uring_batch_wait_us,
+      1000u);
+  const std::string too_long = error("io_uring_batch_wait_us = 1001\n[[site]]\nroot = \"www\"\n");
+  EXPECT_EQ(too_long.substr(0, 6), "1:26: ") << too_long;
+  EXPECT_NE(too_long.find("1000"), std::string::npos) << too_long;
+  EXPECT_EQ(error("io_uring_batch_wait_us = \"100us\"\n[[site]]\nroot = \"www\"\n").substr(0, 6),
+            "1:26: ");
 }
 
 TEST_F(LoadTest, ErrorLogCannotBeOff) {

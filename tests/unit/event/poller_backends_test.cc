@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -273,6 +275,52 @@ TEST_P(PollerTest, AfterABatchALoneEventIsNotHeldForMore) {
   ASSERT_EQ(n, 1);
   EXPECT_EQ(forever[0].target, &targets[5]);
 }
+
+// io_uring_batch_wait_us: how long the wait after a large batch holds a lone event while more
+// could come. The poller of AfterABatchALoneEventIsNotHeldForMore holds it for 100 us; one that
+// holds it for 300 ms shows the hold, and 0 turns it off.
+class UringBatchWaitTest : public PollerTest {
+ protected:
+  std::chrono::milliseconds lone_event_after_a_batch(unsigned batch_wait_us) {
+    std::string error;
+    poller = make_uring_poller(&error, batch_wait_us);
+    EXPECT_TRUE(poller) << error;
+    if (!poller) return {};
+    add_pairs(24);
+    while (!wait(20).empty()) {
+    }  // writability
+    for (int i = 0; i < 12; ++i) send_byte(far[i]);
+    size_t seen = 0;
+    for (int round = 0; round < 10 && seen < 12; ++round) seen += wait().size();
+    EXPECT_EQ(seen, 12u);
+    send_byte(far[3]);
+    const auto started = std::chrono::steady_clock::now();
+    std::vector<ReadyEvent> events = wait(5000);
+    const auto took = std::chrono::steady_clock::now() - started;
+    EXPECT_EQ(events.size(), 1u);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(took);
+  }
+};
+
+TEST_P(UringBatchWaitTest, ALoneEventIsHeldForTheSettingsTime) {
+  utsname name{};
+  int major = 0, minor = 0;
+  if (uname(&name) == 0 && std::sscanf(name.release, "%d.%d", &major, &minor) == 2 &&
+      (major < 6 || (major == 6 && minor < 12)))
+    GTEST_SKIP() << "kernel " << name.release << " has no IORING_FEAT_MIN_TIMEOUT (6.12)";
+  const std::chrono::milliseconds took = lone_event_after_a_batch(300 * 1000);
+  EXPECT_GE(took.count(), 250);
+  EXPECT_LT(took.count(), 2000);
+}
+
+TEST_P(UringBatchWaitTest, NoneAtZero) {
+  EXPECT_LT(lone_event_after_a_batch(0).count(), 250);
+}
+
+INSTANTIATE_TEST_SUITE_P(IoUring, UringBatchWaitTest, ::testing::Values(Backend::kIoUring),
+                         [](const ::testing::TestParamInfo<Backend>&) {
+                           return std::string("IoUring");
+                         });
 
 TEST_P(PollerTest, TimesOutWithNothingReady) {
   EXPECT_TRUE(wait(30).empty());
