@@ -331,6 +331,21 @@ TEST_F(UringReceiveTest, CloseCancelsAWaitingSendAndItNeverReachesTheNumbersNext
   ::close(next[1]);
 }
 
+// A close right after a send: the bytes go out, then the end.
+TEST_F(UringReceiveTest, ACloseRightAfterASendDeliversTheBytesThenTheEnd) {
+  ASSERT_TRUE(poller->add(pair[0], kReceiving, &a));
+  pump();
+  ASSERT_TRUE(poller->send(pair[0], "bye"));
+  poller->close(pair[0]);
+  pair[0] = -1;
+  pump();
+  pump(10);
+  char bytes[8];
+  ASSERT_EQ(::recv(pair[1], bytes, sizeof bytes, 0), 3);
+  EXPECT_EQ(std::string(bytes, 3), "bye");
+  EXPECT_EQ(::recv(pair[1], bytes, sizeof bytes, 0), 0);
+}
+
 // A worker is destroyed on the main thread after its loop has ended, and closes what it still
 // holds there (pooled upstream connections: 1,000 in test_compression). The kernel refuses
 // that thread's submissions (one submitting thread), so a full submission queue must not make
