@@ -5,7 +5,7 @@ import os
 import time
 import unittest
 
-from harness import ServerTestCase, main, make_config, q
+from harness import ServerTestCase, main, make_config
 
 
 def ids_of(pid):
@@ -18,6 +18,15 @@ def ids_of(pid):
     return ids
 
 
+# LeakSanitizer's exit check (ASan tier) stops the process's threads from a helper that reads
+# /proc/PID/task. After the switch to nobody that read failed on a fresh Debian 12 chroot ("Can't
+# open /proc/PID/task for reading", SIGABRT at exit) in two full runs of the test command, though
+# never on the host nor when the test ran alone. Leaks are checked by every other test; this one
+# checks the switch.
+NO_LEAK_CHECK_AT_EXIT = {"ASAN_OPTIONS": ":".join(
+    filter(None, [os.environ.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))}
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root to switch users")
 class PrivilegeDropTest(ServerTestCase):
     def test_runs_as_the_configured_user_after_binding(self):
@@ -28,7 +37,8 @@ class PrivilegeDropTest(ServerTestCase):
         log_dir = os.path.join(self.tmp, "logs")
         os.makedirs(log_dir, mode=0o700)  # only root may create files here
         log = os.path.join(log_dir, "access.log")
-        srv = self.start_config(make_config(root, top='user = "nobody"', access_log=log))
+        srv = self.start_config(make_config(root, top='user = "nobody"', access_log=log),
+                                env=NO_LEAK_CHECK_AT_EXIT)
         # "listening" is logged right after binding; the switch follows a moment later.
         deadline = time.monotonic() + 5
         ids = ids_of(srv.pid)
