@@ -468,8 +468,12 @@ def check_answered_beside_a_stream(test, port, stream_path, small_path, small_bo
 
 # For a server whose RSS a test bounds. Under AddressSanitizer, freed blocks wait in a quarantine
 # (256 MB by default) before they are reused, so RSS would count memory the server gave back.
-MEMORY_MEASURED_ENV = {"ASAN_OPTIONS": ":".join(
-    filter(None, [os.environ.get("ASAN_OPTIONS", ""), "quarantine_size_mb=0"]))}
+def with_asan_options(option):
+    """An environment for ServerProcess: the tier's ASAN_OPTIONS with `option` last (it wins)."""
+    return {"ASAN_OPTIONS": ":".join(filter(None, [os.environ.get("ASAN_OPTIONS", ""), option]))}
+
+
+MEMORY_MEASURED_ENV = with_asan_options("quarantine_size_mb=0")
 
 
 def serve_each_connection(listener, serve):

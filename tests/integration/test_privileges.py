@@ -5,7 +5,7 @@ import os
 import time
 import unittest
 
-from harness import ServerTestCase, main, make_config
+from harness import ServerTestCase, main, make_config, with_asan_options
 
 
 def ids_of(pid):
@@ -23,8 +23,7 @@ def ids_of(pid):
 # open /proc/PID/task for reading", SIGABRT at exit) in two full runs of the test command, though
 # never on the host nor when the test ran alone. Leaks are checked by every other test; this one
 # checks the switch.
-NO_LEAK_CHECK_AT_EXIT = {"ASAN_OPTIONS": ":".join(
-    filter(None, [os.environ.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))}
+NO_LEAK_CHECK_AT_EXIT = with_asan_options("detect_leaks=0")
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root to switch users")

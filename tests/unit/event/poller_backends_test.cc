@@ -77,6 +77,13 @@ class PollerTest : public ::testing::TestWithParam<Backend> {
     return r;
   }
   void send_byte(int fd) { ASSERT_EQ(::send(fd, "x", 1, MSG_NOSIGNAL), 1); }
+  // A byte to each of the first `count` pairs, and the waits that report them all.
+  void fire_batch(size_t count) {
+    for (size_t i = 0; i < count; ++i) send_byte(far[i]);
+    size_t seen = 0;
+    for (int round = 0; round < 10 && seen < count; ++round) seen += wait().size();
+    ASSERT_EQ(seen, count);
+  }
   void drain(int fd) {
     char buffer[4096];
     while (::recv(fd, buffer, sizeof buffer, 0) > 0) {
@@ -248,13 +255,7 @@ TEST_P(PollerTest, AfterABatchALoneEventIsNotHeldForMore) {
   add_pairs(kPairs);
   while (!wait(20).empty()) {
   }  // writability
-  auto batch = [&] {
-    for (size_t i = 0; i < kBatch; ++i) send_byte(far[i]);
-    size_t seen = 0;
-    for (int round = 0; round < 10 && seen < kBatch; ++round) seen += wait().size();
-    ASSERT_EQ(seen, kBatch);
-  };
-  batch();
+  fire_batch(kBatch);
   send_byte(far[3]);
   auto started = std::chrono::steady_clock::now();
   std::vector<ReadyEvent> events = wait(5000);
@@ -262,7 +263,7 @@ TEST_P(PollerTest, AfterABatchALoneEventIsNotHeldForMore) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].target, &targets[3]);
 
-  batch();
+  fire_batch(kBatch);
   std::thread late([&] {
     usleep(200 * 1000);
     send_byte(far[5]);
@@ -289,10 +290,7 @@ class UringBatchWaitTest : public PollerTest {
     add_pairs(24);
     while (!wait(20).empty()) {
     }  // writability
-    for (int i = 0; i < 12; ++i) send_byte(far[i]);
-    size_t seen = 0;
-    for (int round = 0; round < 10 && seen < 12; ++round) seen += wait().size();
-    EXPECT_EQ(seen, 12u);
+    fire_batch(12);
     send_byte(far[3]);
     const auto started = std::chrono::steady_clock::now();
     std::vector<ReadyEvent> events = wait(5000);
