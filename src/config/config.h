@@ -379,8 +379,9 @@ struct Config {
   LogLevel log_level = LogLevel::kInfo;
   // Read at start: a reload keeps the running backend.
   EventBackend event_backend = EventBackend::kEpoll;
-  // io_uring's batch wait (event/batch_wait.h), read at start too; 0 turns it off.
-  unsigned io_uring_batch_wait_us = event::kDefaultBatchWaitUs;
+  // How long a busy worker's wait may hold for more events (event/batch_wait.h), read at start
+  // too; 0 turns it off.
+  unsigned batch_wait_us = event::kDefaultBatchWaitUs;
   std::string server_header = "peregrine";  // Server: value; "" sends none
   Limits limits;
   ClientAddress client_address;

@@ -51,25 +51,11 @@ constexpr int kMaxWorkers = 256;
 constexpr int64_t kMaxBacklog = 65535;
 constexpr int64_t kMaxConnections = 1 << 20;
 
-const std::vector<std::string_view> kTopKeys = {"listen",
-                                                "workers",
-                                                "user",
-                                                "group",
-                                                "pid_file",
-                                                "error_log",
-                                                "log_level",
-                                                "server_header",
-                                                "limits",
-                                                "mime_types",
-                                                "upstream",
-                                                "site",
-                                                "tls",
-                                                "client_address",
-                                                "request_id",
-                                                "limit",
-                                                "admin",
-                                                "event_backend",
-                                                "io_uring_batch_wait_us"};
+const std::vector<std::string_view> kTopKeys = {
+    "listen",    "workers",   "user",          "group",          "pid_file",
+    "error_log", "log_level", "server_header", "limits",         "mime_types",
+    "upstream",  "site",      "tls",           "client_address", "request_id",
+    "limit",     "admin",     "event_backend", "batch_wait_us"};
 const std::vector<std::string_view> kLimitKeys = {
     "header_timeout",   "keepalive_timeout", "body_timeout",
     "send_timeout",     "shutdown_timeout",  "max_connections",
@@ -510,10 +496,10 @@ class Loader {
                                          : "did you mean '" + suggestion + "'?");
       }
     }
-    if (const toml::node* node = root.get("io_uring_batch_wait_us")) {
+    if (const toml::node* node = root.get("batch_wait_us")) {
       int64_t value = 0;
-      if (reader_.read_int(*node, "io_uring_batch_wait_us", 0, event::kBatchWaitUsCeiling, &value))
-        config_.io_uring_batch_wait_us = static_cast<unsigned>(value);
+      if (reader_.read_int(*node, "batch_wait_us", 0, event::kBatchWaitUsCeiling, &value))
+        config_.batch_wait_us = static_cast<unsigned>(value);
     }
     if (const toml::node* node = root.get("server_header")) {
       std::string value;

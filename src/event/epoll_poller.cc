@@ -3,6 +3,8 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <ctime>
+#include <vector>
 
 #include "event/poller.h"
 
@@ -21,25 +23,50 @@ uint32_t to_epoll(uint32_t interest) {
 
 class EpollPoller final : public Poller {
  public:
-  EpollPoller() : fd_(epoll_create1(EPOLL_CLOEXEC)) {
+  explicit EpollPoller(unsigned batch_wait_us)
+      : fd_(epoll_create1(EPOLL_CLOEXEC)), batch_wait_us_(batch_wait_us) {
     if (fd_ < 0) std::abort();  // no descriptors left at start-up: nothing sensible to do
   }
   ~EpollPoller() override { ::close(fd_); }
 
   bool add(int fd, uint32_t interest, Pollable* target) override {
     epoll_event ev{to_epoll(interest), {.ptr = target}};
-    return epoll_ctl(fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+    if (epoll_ctl(fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return false;
+    if (static_cast<size_t>(fd) >= is_registered_.size()) is_registered_.resize(fd + 64);
+    if (!is_registered_[fd]) {
+      is_registered_[fd] = true;
+      ++registered_;
+    }
+    return true;
   }
   bool modify(int fd, uint32_t interest, Pollable* target) override {
     epoll_event ev{to_epoll(interest), {.ptr = target}};
     return epoll_ctl(fd_, EPOLL_CTL_MOD, fd, &ev) == 0;
   }
-  void remove(int fd) override { epoll_ctl(fd_, EPOLL_CTL_DEL, fd, nullptr); }
-  void close(int fd) override { ::close(fd); }  // also leaves the epoll set
+  void remove(int fd) override {
+    forget(fd);
+    epoll_ctl(fd_, EPOLL_CTL_DEL, fd, nullptr);
+  }
+  void close(int fd) override {
+    forget(fd);
+    ::close(fd);  // also leaves the epoll set
+  }
 
   int wait(int timeout_ms, ReadyEvent* events, int capacity) override {
     if (capacity > kBatch) capacity = kBatch;
-    int n = epoll_wait(fd_, raw_, capacity, timeout_ms);
+    int n = -1;
+    // The batch wait: epoll_wait returns at the first ready descriptor, so to wake once for
+    // several events the worker sleeps first, when nothing is ready yet.
+    if (batch_wait_us_ > 0 && timeout_ms != 0 && should_batch_wait(last_events_, registered_)) {
+      n = epoll_wait(fd_, raw_, capacity, 0);
+      if (n == 0) {
+        const timespec hold{batch_wait_us_ / 1000000, (batch_wait_us_ % 1000000) * 1000L};
+        nanosleep(&hold, nullptr);
+        n = -1;
+      }
+    }
+    if (n < 0) n = epoll_wait(fd_, raw_, capacity, timeout_ms);
+    last_events_ = n > 0 ? static_cast<unsigned>(n) : 0;
     if (n < 0) return 0;  // EINTR
     for (int i = 0; i < n; ++i) {
       uint32_t e = raw_[i].events;
@@ -53,15 +80,25 @@ class EpollPoller final : public Poller {
   }
 
  private:
+  void forget(int fd) {
+    if (fd < 0 || static_cast<size_t>(fd) >= is_registered_.size() || !is_registered_[fd]) return;
+    is_registered_[fd] = false;
+    --registered_;
+  }
+
   static constexpr int kBatch = 512;
   int fd_;
+  unsigned batch_wait_us_;           // 0: never hold
+  unsigned last_events_ = 0;         // what the last wait reported (should_batch_wait)
+  unsigned registered_ = 0;          // descriptors added and not yet removed or closed
+  std::vector<bool> is_registered_;  // by descriptor
   epoll_event raw_[kBatch];
 };
 
 }  // namespace
 
-std::unique_ptr<Poller> make_epoll_poller() {
-  return std::make_unique<EpollPoller>();
+std::unique_ptr<Poller> make_epoll_poller(unsigned batch_wait_us) {
+  return std::make_unique<EpollPoller>(batch_wait_us);
 }
 
 }  // namespace peregrine::event

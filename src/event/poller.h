@@ -121,11 +121,10 @@ class Poller {
   virtual bool send(int /*fd*/, std::string_view /*bytes*/) { return false; }
 };
 
-std::unique_ptr<Poller> make_epoll_poller();
+// `batch_wait_us`: how long a busy worker's wait may hold for more events (batch_wait.h; 0: never).
+std::unique_ptr<Poller> make_epoll_poller(unsigned batch_wait_us = kDefaultBatchWaitUs);
 
 // Null when no ring can be made here; then `error` says why (strerror and what causes it).
-// `batch_wait_us`: how long a wait after a large batch may hold what came for more (batch_wait.h;
-// 0: never).
 std::unique_ptr<Poller> make_uring_poller(std::string* error,
                                           unsigned batch_wait_us = kDefaultBatchWaitUs);
 
@@ -143,7 +142,7 @@ struct BackendChoice {
 BackendChoice choose_backend(Backend wanted);
 
 // The poller of a chosen backend. A ring that cannot be made although the probe could (memory)
-// falls back to epoll with an error-log line. `batch_wait_us` is io_uring's (epoll ignores it).
+// falls back to epoll with an error-log line.
 std::unique_ptr<Poller> make_poller(Backend backend, unsigned batch_wait_us = kDefaultBatchWaitUs);
 
 }  // namespace peregrine::event

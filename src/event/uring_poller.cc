@@ -66,11 +66,10 @@ constexpr int kBufferGroup = 0;
 // A send's copy keeps its memory for the next one up to this size.
 constexpr size_t kKeptSendCapacity = 4 * 1024;
 
-// The batch wait (Linux 6.12, IORING_FEAT_MIN_TIMEOUT): after a large batch, a wait sleeps
-// until batch_wait_size() completions are ready or the batch wait's microseconds have passed
-// (then returns with what there is, or waits on for the first one), so a busy worker wakes once
-// for what would have been several wake-ups. At 100 keep-alive connections it cut the CPU per
-// request by about 10 % (docs/io_uring.md). epoll has nothing like it.
+// The batch wait (Linux 6.12, IORING_FEAT_MIN_TIMEOUT): when should_batch_wait(), a wait sleeps
+// until the batch wait's microseconds have passed or kMaxBatchWait completions are ready (then
+// returns with what there is, or waits on for the first one), so a busy worker wakes once for
+// what would have been several wake-ups (docs/architecture.md, "Waiting in batches").
 #ifndef IORING_FEAT_MIN_TIMEOUT  // liburing 2.3's header predates it
 #define IORING_FEAT_MIN_TIMEOUT (1U << 15)
 #endif
@@ -297,10 +296,9 @@ class UringPoller final : public Poller {
     give_back_buffers();  // the last batch's events have been dispatched
     io_uring_cqe* cqe = nullptr;
     // Completions left over from the last batch (more than it could take) are not held.
-    const unsigned batch = batch_wait_size(last_events_, registered_);
-    if (batch > 1 && batch_wait_us_ > 0 && timeout_ms != 0 && io_uring_cq_ready(&ring_) == 0 &&
-        (ring_.features & IORING_FEAT_MIN_TIMEOUT)) {
-      submit_and_wait_batch(batch, timeout_ms);
+    if (batch_wait_us_ > 0 && timeout_ms != 0 && should_batch_wait(last_events_, registered_) &&
+        io_uring_cq_ready(&ring_) == 0 && (ring_.features & IORING_FEAT_MIN_TIMEOUT)) {
+      submit_and_wait_batch(timeout_ms);
     } else if (timeout_ms < 0) {
       io_uring_submit_and_wait(&ring_, 1);
     } else {
@@ -712,9 +710,9 @@ class UringPoller final : public Poller {
   }
 
   // io_uring_submit_and_wait_min_timeout() of liburing 2.8, by hand: publishes the queued
-  // submissions (as io_uring_submit() does) and enters once to submit them and wait for `count`
-  // completions with the batch wait.
-  void submit_and_wait_batch(unsigned count, int timeout_ms) {
+  // submissions (as io_uring_submit() does) and enters once to submit them and wait for
+  // kMaxBatchWait completions with the batch wait.
+  void submit_and_wait_batch(int timeout_ms) {
     io_uring_sq& sq = ring_.sq;
     const unsigned tail = sq.sqe_tail;
     if (sq.sqe_head != tail) {
@@ -729,7 +727,7 @@ class UringPoller final : public Poller {
     io_uring_getevents_arg arg{};
     arg.ts = reinterpret_cast<uint64_t>(&ts);
     arg.pad = batch_wait_us_;  // min_wait_usec, in Linux 6.12's header
-    ::syscall(__NR_io_uring_enter, ring_.ring_fd, to_submit, count,
+    ::syscall(__NR_io_uring_enter, ring_.ring_fd, to_submit, kMaxBatchWait,
               IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg, sizeof arg);
   }
 
@@ -746,8 +744,8 @@ class UringPoller final : public Poller {
   std::vector<uint16_t> lent_;  // buffers handed over in the last batch
   std::vector<Slot> slots_;
   uint32_t batch_ = 0;
-  unsigned last_events_ = 0;  // what the last wait() reported: the next one's batch guess
-  unsigned registered_ = 0;   // descriptors with a target: the batch guess's cap
+  unsigned last_events_ = 0;  // what the last wait() reported (should_batch_wait)
+  unsigned registered_ = 0;   // descriptors with a target (should_batch_wait)
   unsigned batch_wait_us_ = kDefaultBatchWaitUs;  // 0: no batch wait
 };
 
@@ -778,7 +776,7 @@ std::unique_ptr<Poller> make_poller(Backend backend, unsigned batch_wait_us) {
     if (auto poller = make_uring_poller(&error, batch_wait_us)) return poller;
     LOG_ERROR("io_uring: %s; this worker uses epoll", error.c_str());
   }
-  return make_epoll_poller();
+  return make_epoll_poller(batch_wait_us);
 }
 
 }  // namespace peregrine::event

@@ -509,17 +509,17 @@ event::BackendChoice choose_backend(const config::Config& config) {
         "event_backend = \"io_uring\": io_uring is unavailable here: %s (hint: set "
         "event_backend = \"auto\" to fall back to epoll, or \"epoll\")",
         choice.reason.c_str());
-  } else if (!choice.reason.empty()) {
+    return choice;
+  }
+  if (!choice.reason.empty()) {
     LOG_WARN("event_backend = \"auto\": using epoll, io_uring is unavailable: %s",
              choice.reason.c_str());
-  } else if (choice.backend == event::Backend::kIoUring) {
-    if (config.io_uring_batch_wait_us > 0)
-      LOG_INFO("event backend: io_uring (batch wait %u us)", config.io_uring_batch_wait_us);
-    else
-      LOG_INFO("event backend: io_uring (batch wait off)");
-  } else {
-    LOG_INFO("event backend: epoll");
   }
+  const char* name = choice.backend == event::Backend::kIoUring ? "io_uring" : "epoll";
+  if (config.batch_wait_us > 0)
+    LOG_INFO("event backend: %s (batch wait %u us)", name, config.batch_wait_us);
+  else
+    LOG_INFO("event backend: %s (batch wait off)", name);
   return choice;
 }
 

@@ -92,7 +92,7 @@ Worker::Worker(int id, std::vector<int> listen_fds, std::shared_ptr<const config
                const HandlerRegistry& registry, AccessLogWriter& log_writer, int total_workers,
                event::Backend backend)
     : id_(id),
-      poller_(event::make_poller(backend, config->io_uring_batch_wait_us)),
+      poller_(event::make_poller(backend, config->batch_wait_us)),
       registry_(registry),
       log_writer_(log_writer),
       total_workers_(total_workers),

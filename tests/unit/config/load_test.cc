@@ -350,7 +350,7 @@ root = "www"
             "1:1: unknown key 'colour' at the top level (hint: valid keys: listen, workers, user, "
             "group, pid_file, error_log, log_level, server_header, limits, mime_types, upstream, "
             "site, tls, client_address, request_id, limit, admin, event_backend, "
-            "io_uring_batch_wait_us)");
+            "batch_wait_us)");
 }
 
 TEST_F(LoadTest, UnknownSectionIsAnUnknownKey) {
@@ -362,7 +362,7 @@ workers = 2
             "3:2: unknown key 'server' at the top level (hint: valid keys: listen, workers, user, "
             "group, pid_file, error_log, log_level, server_header, limits, mime_types, upstream, "
             "site, tls, client_address, request_id, limit, admin, event_backend, "
-            "io_uring_batch_wait_us)");
+            "batch_wait_us)");
 }
 
 TEST_F(LoadTest, TopLevelKeyAfterASectionHeaderSaysWhy) {
@@ -531,19 +531,14 @@ TEST_F(LoadTest, UnknownEventBackend) {
   EXPECT_EQ(error("event_backend = 1\n[[site]]\nroot = \"www\"\n").substr(0, 5), "1:17:");
 }
 
-TEST_F(LoadTest, IoUringBatchWait) {
-  EXPECT_EQ(load_ok("[[site]]\nroot = \"www\"\n")->io_uring_batch_wait_us, 100u);
-  EXPECT_EQ(
-      load_ok("io_uring_batch_wait_us = 0\n[[site]]\nroot = \"www\"\n")->io_uring_batch_wait_us,
-      0u);
-  EXPECT_EQ(
-      load_ok("io_uring_batch_wait_us = 1000\n[[site]]\nroot = \"www\"\n")->io_uring_batch_wait_us,
-      1000u);
-  const std::string too_long = error("io_uring_batch_wait_us = 1001\n[[site]]\nroot = \"www\"\n");
-  EXPECT_EQ(too_long.substr(0, 6), "1:26: ") << too_long;
+TEST_F(LoadTest, BatchWait) {
+  EXPECT_EQ(load_ok("[[site]]\nroot = \"www\"\n")->batch_wait_us, 100u);
+  EXPECT_EQ(load_ok("batch_wait_us = 0\n[[site]]\nroot = \"www\"\n")->batch_wait_us, 0u);
+  EXPECT_EQ(load_ok("batch_wait_us = 1000\n[[site]]\nroot = \"www\"\n")->batch_wait_us, 1000u);
+  const std::string too_long = error("batch_wait_us = 1001\n[[site]]\nroot = \"www\"\n");
+  EXPECT_EQ(too_long.substr(0, 6), "1:17: ") << too_long;
   EXPECT_NE(too_long.find("1000"), std::string::npos) << too_long;
-  EXPECT_EQ(error("io_uring_batch_wait_us = \"100us\"\n[[site]]\nroot = \"www\"\n").substr(0, 6),
-            "1:26: ");
+  EXPECT_EQ(error("batch_wait_us = \"100us\"\n[[site]]\nroot = \"www\"\n").substr(0, 6), "1:17: ");
 }
 
 TEST_F(LoadTest, ErrorLogCannotBeOff) {
