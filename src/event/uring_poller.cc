@@ -296,9 +296,11 @@ class UringPoller final : public Poller {
     give_back_buffers();  // the last batch's events have been dispatched
     io_uring_cqe* cqe = nullptr;
     // Completions left over from the last batch (more than it could take) are not held.
-    if (batch_wait_us_ > 0 && timeout_ms != 0 && should_batch_wait(last_events_, registered_) &&
-        io_uring_cq_ready(&ring_) == 0 && (ring_.features & IORING_FEAT_MIN_TIMEOUT)) {
+    bool held = false;
+    if (batch_wait_us_ > 0 && timeout_ms != 0 && io_uring_cq_ready(&ring_) == 0 &&
+        (ring_.features & IORING_FEAT_MIN_TIMEOUT) && rule_.hold(last_events_, registered_)) {
       submit_and_wait_batch(timeout_ms);
+      held = true;
     } else if (timeout_ms < 0) {
       io_uring_submit_and_wait(&ring_, 1);
     } else {
@@ -359,6 +361,7 @@ class UringPoller final : public Poller {
       }
     }
     last_events_ = static_cast<unsigned>(n);
+    if (held) rule_.held(last_events_);
     return n;
   }
 
@@ -744,6 +747,7 @@ class UringPoller final : public Poller {
   std::vector<uint16_t> lent_;  // buffers handed over in the last batch
   std::vector<Slot> slots_;
   uint32_t batch_ = 0;
+  BatchWaitRule rule_;
   unsigned last_events_ = 0;  // what the last wait() reported (should_batch_wait)
   unsigned registered_ = 0;   // descriptors with a target (should_batch_wait)
   unsigned batch_wait_us_ = kDefaultBatchWaitUs;  // 0: no batch wait

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace peregrine::event {
 namespace {
 
@@ -24,6 +26,40 @@ TEST(BatchWaitTest, NoneWithFewConnectionsOutsideTheBatch) {
   EXPECT_FALSE(should_batch_wait(90, 100));
   EXPECT_FALSE(should_batch_wait(2, 2 + kMinOthersForBatchWait - 1));
   EXPECT_TRUE(should_batch_wait(2, 2 + kMinOthersForBatchWait));
+}
+
+TEST(BatchWaitRuleTest, HoldsWhileHoldingGathersBatches) {
+  BatchWaitRule rule;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(rule.hold(4, 100));
+    rule.held(3);
+  }
+  EXPECT_FALSE(rule.hold(1, 100));  // the rule still applies
+}
+
+// Each hold that gathered no batch doubles the eligible waits that skip holding, up to 64.
+TEST(BatchWaitRuleTest, HoldsThatGatherNothingBackOff) {
+  BatchWaitRule rule;
+  ASSERT_TRUE(rule.hold(4, 100));
+  unsigned expected = 1;
+  for (int i = 0; i < 9; ++i) {
+    rule.held(1);  // the hold gathered no batch
+    unsigned skipped = 0;
+    while (!rule.hold(4, 100)) ++skipped;
+    EXPECT_EQ(skipped, expected) << i;
+    expected = std::min(expected * 2, 64u);
+  }
+  rule.held(2);  // a batch: start over
+  EXPECT_TRUE(rule.hold(4, 100));
+}
+
+TEST(BatchWaitRuleTest, WaitsTheRuleRefusesDoNotCountAsSkips) {
+  BatchWaitRule rule;
+  ASSERT_TRUE(rule.hold(4, 100));
+  rule.held(0);
+  EXPECT_FALSE(rule.hold(1, 100));  // not eligible: the skip is still due
+  EXPECT_FALSE(rule.hold(4, 100));  // the skip
+  EXPECT_TRUE(rule.hold(4, 100));
 }
 
 }  // namespace
