@@ -36,23 +36,26 @@ constexpr bool should_batch_wait(unsigned last_batch, unsigned registered) {
 // starts over.
 class BatchWaitRule {
  public:
-  // Whether the next wait holds.
-  bool hold(unsigned last_batch, unsigned registered) {
-    if (!should_batch_wait(last_batch, registered)) return false;
+  // Whether the next wait holds, with `registered` descriptors.
+  bool hold(unsigned registered) {
+    if (!should_batch_wait(last_batch_, registered)) return false;
     if (skip_ > 0) {
       --skip_;
       return false;
     }
     return true;
   }
-  // The events a held wait reported.
-  void held(unsigned events) {
+  // The events a wait reported, and whether it held.
+  void reported(unsigned events, bool held) {
+    last_batch_ = events;
+    if (!held) return;
     backoff_ = events >= kMinBatchWait ? 0 : std::min(backoff_ == 0 ? 1 : backoff_ * 2, kMaxSkip);
     skip_ = backoff_;
   }
 
  private:
   static constexpr unsigned kMaxSkip = 64;
+  unsigned last_batch_ = 0;
   unsigned backoff_ = 0;
   unsigned skip_ = 0;
 };

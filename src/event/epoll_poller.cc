@@ -58,7 +58,7 @@ class EpollPoller final : public Poller {
     // The batch wait: epoll_wait returns at the first ready descriptor, so to wake once for
     // several events the worker sleeps first, when nothing is ready yet.
     bool held = false;
-    if (batch_wait_us_ > 0 && timeout_ms != 0 && rule_.hold(last_events_, registered_)) {
+    if (batch_wait_us_ > 0 && timeout_ms != 0 && rule_.hold(registered_)) {
       n = epoll_wait(fd_, raw_, capacity, 0);
       if (n == 0) {
         const timespec hold{batch_wait_us_ / 1000000, (batch_wait_us_ % 1000000) * 1000L};
@@ -68,8 +68,7 @@ class EpollPoller final : public Poller {
       }
     }
     if (n < 0) n = epoll_wait(fd_, raw_, capacity, timeout_ms);
-    last_events_ = n > 0 ? static_cast<unsigned>(n) : 0;
-    if (held) rule_.held(last_events_);
+    rule_.reported(n > 0 ? static_cast<unsigned>(n) : 0, held);
     if (n < 0) return 0;  // EINTR
     for (int i = 0; i < n; ++i) {
       uint32_t e = raw_[i].events;
@@ -93,7 +92,6 @@ class EpollPoller final : public Poller {
   int fd_;
   unsigned batch_wait_us_;  // 0: never hold
   BatchWaitRule rule_;
-  unsigned last_events_ = 0;         // what the last wait reported (should_batch_wait)
   unsigned registered_ = 0;          // descriptors added and not yet removed or closed
   std::vector<bool> is_registered_;  // by descriptor
   epoll_event raw_[kBatch];

@@ -298,7 +298,7 @@ class UringPoller final : public Poller {
     // Completions left over from the last batch (more than it could take) are not held.
     bool held = false;
     if (batch_wait_us_ > 0 && timeout_ms != 0 && io_uring_cq_ready(&ring_) == 0 &&
-        (ring_.features & IORING_FEAT_MIN_TIMEOUT) && rule_.hold(last_events_, registered_)) {
+        (ring_.features & IORING_FEAT_MIN_TIMEOUT) && rule_.hold(registered_)) {
       submit_and_wait_batch(timeout_ms);
       held = true;
     } else if (timeout_ms < 0) {
@@ -360,8 +360,7 @@ class UringPoller final : public Poller {
         on_poll(data, res, more, events, &n);
       }
     }
-    last_events_ = static_cast<unsigned>(n);
-    if (held) rule_.held(last_events_);
+    rule_.reported(static_cast<unsigned>(n), held);
     return n;
   }
 
@@ -748,8 +747,7 @@ class UringPoller final : public Poller {
   std::vector<Slot> slots_;
   uint32_t batch_ = 0;
   BatchWaitRule rule_;
-  unsigned last_events_ = 0;  // what the last wait() reported (should_batch_wait)
-  unsigned registered_ = 0;   // descriptors with a target (should_batch_wait)
+  unsigned registered_ = 0;                       // descriptors with a target (should_batch_wait)
   unsigned batch_wait_us_ = kDefaultBatchWaitUs;  // 0: no batch wait
 };
 

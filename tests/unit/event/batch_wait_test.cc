@@ -30,36 +30,46 @@ TEST(BatchWaitTest, NoneWithFewConnectionsOutsideTheBatch) {
 
 TEST(BatchWaitRuleTest, HoldsWhileHoldingGathersBatches) {
   BatchWaitRule rule;
+  rule.reported(4, false);
   for (int i = 0; i < 10; ++i) {
-    ASSERT_TRUE(rule.hold(4, 100));
-    rule.held(3);
+    ASSERT_TRUE(rule.hold(100));
+    rule.reported(3, true);
   }
-  EXPECT_FALSE(rule.hold(1, 100));  // the rule still applies
+  rule.reported(1, false);
+  EXPECT_FALSE(rule.hold(100));  // the rule still applies
 }
 
 // Each hold that gathered no batch doubles the eligible waits that skip holding, up to 64.
 TEST(BatchWaitRuleTest, HoldsThatGatherNothingBackOff) {
   BatchWaitRule rule;
-  ASSERT_TRUE(rule.hold(4, 100));
+  rule.reported(4, false);
+  ASSERT_TRUE(rule.hold(100));
   unsigned expected = 1;
   for (int i = 0; i < 9; ++i) {
-    rule.held(1);  // the hold gathered no batch
+    rule.reported(1, true);  // the hold gathered no batch
     unsigned skipped = 0;
-    while (!rule.hold(4, 100)) ++skipped;
+    for (;;) {
+      rule.reported(4, false);  // a batch, not held: the next wait may hold
+      if (rule.hold(100)) break;
+      ++skipped;
+    }
     EXPECT_EQ(skipped, expected) << i;
     expected = std::min(expected * 2, 64u);
   }
-  rule.held(2);  // a batch: start over
-  EXPECT_TRUE(rule.hold(4, 100));
+  rule.reported(2, true);  // a batch: start over
+  EXPECT_TRUE(rule.hold(100));
 }
 
 TEST(BatchWaitRuleTest, WaitsTheRuleRefusesDoNotCountAsSkips) {
   BatchWaitRule rule;
-  ASSERT_TRUE(rule.hold(4, 100));
-  rule.held(0);
-  EXPECT_FALSE(rule.hold(1, 100));  // not eligible: the skip is still due
-  EXPECT_FALSE(rule.hold(4, 100));  // the skip
-  EXPECT_TRUE(rule.hold(4, 100));
+  rule.reported(4, false);
+  ASSERT_TRUE(rule.hold(100));
+  rule.reported(0, true);
+  EXPECT_FALSE(rule.hold(100));  // not eligible: the skip is still due
+  rule.reported(4, false);
+  EXPECT_FALSE(rule.hold(100));  // the skip
+  rule.reported(4, false);
+  EXPECT_TRUE(rule.hold(100));
 }
 
 }  // namespace
