@@ -89,8 +89,9 @@ class Front:
 
 
 class PeregrineFront(Front):
-    def __init__(self, name, workdir, route, workers):
+    def __init__(self, name, workdir, route, workers, binary=PEREGRINE):
         super().__init__(name, workdir)
+        self.binary = binary
         with open(os.path.join(self.dir, "peregrine.toml"), "w") as f:
             f.write(f'listen = ["127.0.0.1:{self.port}"]\nworkers = {workers}\n'
                     f'[limits]\nmax_connections = 20000\n'
@@ -98,7 +99,7 @@ class PeregrineFront(Front):
                     f'access_log = "off"\n[[site.route]]\nprefix = "/"\n{route}\n')
 
     def command(self):
-        return [PEREGRINE, "-c", os.path.join(self.dir, "peregrine.toml")]
+        return [self.binary, "-c", os.path.join(self.dir, "peregrine.toml")]
 
 
 class ApacheFront(Front):
@@ -133,10 +134,15 @@ MaxSpareThreads 2048
         return [APACHE, "-f", os.path.join(self.dir, "httpd.conf"), "-DFOREGROUND"]
 
 
-def make_fronts(workdir, t, workers):
+def make_fronts(workdir, t, workers, builds=()):
     ajp = f"ajp://127.0.0.1:{t.ajp_port}"
+    ajp_route = f'ajp = "{ajp}"\najp_secret = "{SECRET}"'
+    fronts = [PeregrineFront(f"peregrine-ajp-{label}", workdir, ajp_route, workers, binary)
+              for label, binary in builds]
+    if builds:
+        return fronts
     fronts = [
-        PeregrineFront("peregrine-ajp", workdir, f'ajp = "{ajp}"\najp_secret = "{SECRET}"', workers),
+        PeregrineFront("peregrine-ajp", workdir, ajp_route, workers),
         PeregrineFront("peregrine-http", workdir, f'proxy = "http://127.0.0.1:{t.http_port}"\n'
                                                   f'x_forwarded = false', workers),
     ]
@@ -181,9 +187,18 @@ def main(argv=None):
     p.add_argument("--pages", default=",".join(PAGES))
     p.add_argument("--fronts", default="", help="comma-separated subset of the front names")
     p.add_argument("--workers", type=int, default=1, help="Peregrine's workers (one CPU: 1)")
+    p.add_argument("--peregrine-binary", action="append", default=[], metavar="LABEL=PATH",
+                   help="compare builds instead of fronts: one AJP front per build, named "
+                        "peregrine-ajp-LABEL, measured in turns (repeat the option)")
     args = p.parse_args(argv)
     conns = [int(c) for c in args.conns.split(",")]
     pages = args.pages.split(",")
+    builds = []
+    for spec in args.peregrine_binary:
+        label, _, path = spec.partition("=")
+        if not label or not os.access(path, os.X_OK):
+            p.error(f"--peregrine-binary {spec}: want LABEL=PATH to an executable")
+        builds.append((label, os.path.abspath(path)))
     workdir = tempfile.mkdtemp(prefix="peregrine-bench-ajp-")
     t = tomcat.Tomcat(os.path.join(workdir, "tomcat"), secret=SECRET, threads=400, heap="512m")
     fronts = []
@@ -191,7 +206,7 @@ def main(argv=None):
     try:
         t.start()
         t.warm_up(["/small.jsp", "/slow.jsp"])
-        fronts = make_fronts(workdir, t, args.workers)
+        fronts = make_fronts(workdir, t, args.workers, builds)
         if args.fronts:
             fronts = [f for f in fronts if f.name in args.fronts.split(",")]
         for f in fronts:
