@@ -1,5 +1,6 @@
 #include "handlers/ajp/protocol.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -124,6 +125,7 @@ class Cursor {
     bytes_.remove_prefix(static_cast<size_t>(length) + 1);  // the NUL
     return true;
   }
+  size_t remaining() const { return bytes_.size(); }
   bool peek(uint8_t* v) const {
     if (bytes_.empty()) return false;
     *v = static_cast<uint8_t>(bytes_[0]);
@@ -352,6 +354,9 @@ ResponseReader::Event ResponseReader::decode_headers(std::string_view payload) {
     return fail("truncated SEND_HEADERS");
   if (status < 100 || status > 999) return fail("invalid status " + std::to_string(status));
   headers_.clear();
+  // One allocation instead of one per doubling. The count is the container's word: no more
+  // headers than the payload has room for (4 bytes each at least: a coded name, a null value).
+  headers_.reserve(std::min<size_t>(count, c.remaining() / 4));
   for (uint16_t i = 0; i < count; ++i) {
     ResponseHeader h;
     uint8_t first = 0;

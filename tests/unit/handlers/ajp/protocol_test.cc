@@ -229,6 +229,25 @@ TEST(AjpProtocol, CodedResponseHeaders) {
   EXPECT_EQ(events[1], "end 0");
 }
 
+// The headers are stored in one allocation sized to their count, and a count the payload cannot
+// hold (a container's word: up to 65,535) sizes it by the payload instead.
+TEST(AjpProtocol, HeaderStorageFollowsTheCountBoundedByThePacket) {
+  ResponseReader reader;
+  std::string bytes = headers_packet(200, {{"Content-Type", "text/html"}, {"A", "1"}, {"B", "2"}});
+  std::string_view input = bytes, data;
+  ASSERT_EQ(reader.next(input, data), ResponseReader::Event::kHead);
+  EXPECT_EQ(reader.headers().size(), 3u);
+  EXPECT_EQ(reader.headers().capacity(), 3u);
+
+  ResponseReader lying;
+  std::string claim =
+      packet("\x04" + u16(200) + str("OK") + u16(65535) + u16(0xA001) + str("text/html"));
+  input = claim;
+  ASSERT_EQ(lying.next(input, data), ResponseReader::Event::kError);
+  EXPECT_NE(lying.error().find("truncated"), std::string::npos);
+  EXPECT_LE(lying.headers().capacity(), 14u / 4);  // the 14 payload bytes after the count
+}
+
 TEST(AjpProtocol, CpongAndErrors) {
   EXPECT_EQ(decode_all(packet("\x09"), 1).events, std::vector<std::string>{"cpong"});
   auto first_error = [](const std::string& bytes, size_t size = 8192) {
