@@ -137,10 +137,9 @@ MaxSpareThreads 2048
 def make_fronts(workdir, t, workers, builds=()):
     ajp = f"ajp://127.0.0.1:{t.ajp_port}"
     ajp_route = f'ajp = "{ajp}"\najp_secret = "{SECRET}"'
-    fronts = [PeregrineFront(f"peregrine-ajp-{label}", workdir, ajp_route, workers, binary)
-              for label, binary in builds]
     if builds:
-        return fronts
+        return [PeregrineFront(f"peregrine-ajp-{label}", workdir, ajp_route, workers, binary)
+                for label, binary in builds]
     fronts = [
         PeregrineFront("peregrine-ajp", workdir, ajp_route, workers),
         PeregrineFront("peregrine-http", workdir, f'proxy = "http://127.0.0.1:{t.http_port}"\n'

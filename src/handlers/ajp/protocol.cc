@@ -18,6 +18,8 @@ constexpr uint8_t kEndResponse = 5;
 constexpr uint8_t kGetBodyChunk = 6;
 constexpr uint8_t kCpongReply = 9;
 constexpr uint8_t kStoredMethod = 0xFF;
+// Past this many, a response head's header list grows with the headers that really come.
+constexpr size_t kHeadersReservedAtMost = 64;
 
 // Request attributes.
 constexpr uint8_t kAttrRemoteUser = 0x03;
@@ -356,7 +358,7 @@ ResponseReader::Event ResponseReader::decode_headers(std::string_view payload) {
   headers_.clear();
   // One allocation instead of one per doubling. The count is the container's word: no more
   // headers than the payload has room for (4 bytes each at least: a coded name, a null value).
-  headers_.reserve(std::min<size_t>(count, c.remaining() / 4));
+  headers_.reserve(std::min<size_t>({count, c.remaining() / 4, kHeadersReservedAtMost}));
   for (uint16_t i = 0; i < count; ++i) {
     ResponseHeader h;
     uint8_t first = 0;

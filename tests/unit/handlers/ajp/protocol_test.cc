@@ -230,7 +230,7 @@ TEST(AjpProtocol, CodedResponseHeaders) {
 }
 
 // The headers are stored in one allocation sized to their count, and a count the payload cannot
-// hold (a container's word: up to 65,535) sizes it by the payload instead.
+// hold (a container's word: up to 65,535) sizes it by the payload instead, 64 at most.
 TEST(AjpProtocol, HeaderStorageFollowsTheCountBoundedByThePacket) {
   ResponseReader reader;
   std::string bytes = headers_packet(200, {{"Content-Type", "text/html"}, {"A", "1"}, {"B", "2"}});
@@ -246,6 +246,17 @@ TEST(AjpProtocol, HeaderStorageFollowsTheCountBoundedByThePacket) {
   ASSERT_EQ(lying.next(input, data), ResponseReader::Event::kError);
   EXPECT_NE(lying.error().find("truncated"), std::string::npos);
   EXPECT_LE(lying.headers().capacity(), 14u / 4);  // the 14 payload bytes after the count
+
+  // Past the reserved 64, the list grows with the headers that come.
+  std::vector<std::pair<std::string, std::string>> many;
+  for (int i = 0; i < 100; ++i) many.emplace_back("X-" + std::to_string(i), std::to_string(i));
+  ResponseReader large;
+  std::string big = headers_packet(200, many);
+  input = big;
+  ASSERT_EQ(large.next(input, data), ResponseReader::Event::kHead);
+  ASSERT_EQ(large.headers().size(), 100u);
+  EXPECT_EQ(large.headers()[99].name, "X-99");
+  EXPECT_EQ(large.headers()[99].value, "99");
 }
 
 TEST(AjpProtocol, CpongAndErrors) {
