@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
 import tomcat  # noqa: E402
 from peregrine_bench import measure  # noqa: E402
-from peregrine_bench.common import CLIENT_CPU, SERVER_CPU  # noqa: E402
+from peregrine_bench.common import CLIENT_CPU, SERVER_CPU, labelled_binaries  # noqa: E402
 from peregrine_bench.load import parse_wrk  # noqa: E402
 from peregrine_bench.procs import free_port, http_get  # noqa: E402
 
@@ -192,12 +192,10 @@ def main(argv=None):
     args = p.parse_args(argv)
     conns = [int(c) for c in args.conns.split(",")]
     pages = args.pages.split(",")
-    builds = []
-    for spec in args.peregrine_binary:
-        label, _, path = spec.partition("=")
-        if not label or not os.access(path, os.X_OK):
-            p.error(f"--peregrine-binary {spec}: want LABEL=PATH to an executable")
-        builds.append((label, os.path.abspath(path)))
+    builds = labelled_binaries(args.peregrine_binary, p.error)
+    for label, path in builds:
+        if not os.access(path, os.X_OK):
+            p.error(f"--peregrine-binary {label}={path}: not an executable")
     workdir = tempfile.mkdtemp(prefix="peregrine-bench-ajp-")
     t = tomcat.Tomcat(os.path.join(workdir, "tomcat"), secret=SECRET, threads=400, heap="512m")
     fronts = []

@@ -1,6 +1,7 @@
 """What every part of the benchmark shares: the CPU split, the errors, and how it prints."""
 
 import os
+import re
 import sys
 
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -14,6 +15,22 @@ RUN_PY = os.path.join(BENCH_DIR, "run.py")
 SERVER_CPU = "0"
 CLIENT_CPU = "1"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def labelled_binaries(specs, error):
+    """The --peregrine-binary LABEL=PATH options as [(label, absolute path)]. error(message) is
+    called (argparse's: it exits) for a malformed spec or a label given twice, which would merge
+    two builds' runs under one name."""
+    builds, labels = [], set()
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not sep or not label or not path or not re.fullmatch(r"[A-Za-z0-9_.]+", label):
+            error(f"--peregrine-binary {spec!r}: want LABEL=PATH, LABEL of letters, digits, _ and .")
+        if label in labels:
+            error(f"--peregrine-binary: label {label!r} given twice")
+        labels.add(label)
+        builds.append((label, os.path.abspath(path)))
+    return builds
 
 
 class BenchError(Exception):

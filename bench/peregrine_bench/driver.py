@@ -4,7 +4,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shlex
 import shutil
 import signal
@@ -14,7 +13,8 @@ import time
 
 from . import procs
 from .backends import PhpFpm, backend_available, start_backend
-from .common import CLIENT_CPU, CLK_TCK, REPO_DIR, SERVER_CPU, BackendError, BenchError, ServerError, log, warn
+from .common import (CLIENT_CPU, CLK_TCK, REPO_DIR, SERVER_CPU, BackendError, BenchError, ServerError,
+                     labelled_binaries, log, warn)
 from . import syscalls
 from .load import ab_run, client_for, idle_client, idle_run, wrk_run
 from .procs import raise_nofile, read_file, reaper_main, run_cmd
@@ -328,13 +328,8 @@ def parse_args(argv):
         if not base:
             ap.error("--peregrine-binary needs peregrine or peregrine-uring in --servers")
         variants = {}
-        for spec in args.peregrine_binary:
-            label, sep, path = spec.partition("=")
-            if not sep or not label or not path or not re.fullmatch(r"[A-Za-z0-9_.]+", label):
-                ap.error(f"--peregrine-binary {spec!r}: want LABEL=PATH, LABEL of letters, digits, _ and .")
-            cls = peregrine_variant(label, os.path.abspath(path), SERVER_CLASSES[base])
-            if cls.name in variants:
-                ap.error(f"--peregrine-binary: label {label!r} given twice")
+        for label, path in labelled_binaries(args.peregrine_binary, ap.error):
+            cls = peregrine_variant(label, path, SERVER_CLASSES[base])
             variants[cls.name] = cls
         args._server_classes.update(variants)
         i = args.servers.index(base)
