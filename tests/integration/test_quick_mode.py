@@ -31,12 +31,21 @@ class QuickModeFastcgiPoolTest(FastcgiTestCase):
 
     def restart_fpm_on_tcp(self, children):
         """php-fpm on a TCP port, so that /proc/net/tcp shows every connection made to it (a
-        closed one stays as TIME_WAIT)."""
+        closed one stays as TIME_WAIT).
+
+        The port must appear nowhere in /proc/net/tcp yet: tests run in parallel, and a client
+        of another test's server that listened on the same port a moment ago leaves TIME_WAIT
+        lines whose remote port is it, which would be counted as connections to php-fpm."""
         self.fpm.stop()
-        probe = socket.socket()
-        probe.bind(("127.0.0.1", 0))
-        self.fpm_port = probe.getsockname()[1]
-        probe.close()
+        for _ in range(100):
+            probe = socket.socket()
+            probe.bind(("127.0.0.1", 0))
+            self.fpm_port = probe.getsockname()[1]
+            probe.close()
+            if not self.connections_to_fpm():
+                break
+        else:
+            self.fail("no free port that /proc/net/tcp does not mention")
         self.fpm = phpfpm.PhpFpm(os.path.join(self.tmp, "fpm2"), children=children,
                                  tcp_port=self.fpm_port)
         self.fpm.start()
