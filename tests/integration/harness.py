@@ -162,6 +162,17 @@ class ServerProcess:
     def stderr(self):
         return self._read(self.stderr_path).decode("utf-8", "replace")
 
+    def stderr_once_it_has(self, *texts, timeout=5.0):
+        """stderr once every one of `texts` is in it, or as it is after `timeout` (the caller's
+        assertIn then fails with it). The error log has its own writer thread, so a line a
+        worker logged before answering may reach the file after the client has its answer."""
+        deadline = time.monotonic() + timeout
+        while True:
+            log = self.stderr()
+            if all(t in log for t in texts) or time.monotonic() > deadline:
+                return log
+            time.sleep(0.02)
+
     def stdout(self):
         return self._read(self.stdout_path).decode("utf-8", "replace")
 

@@ -468,7 +468,8 @@ class ClientLimitsTest(ServerTestCase):
         self.wait_for(fourth_ok, msg="a place freed by the closed connection")
         second.close()
         other.close()
-        self.assertIn('limit "conns": refusing connections over 2 from 127.0.0.8', srv.stderr())
+        line = 'limit "conns": refusing connections over 2 from 127.0.0.8'
+        self.assertIn(line, srv.stderr_once_it_has(line))
 
     def test_http2_refusals_carry_retry_after(self):
         harness.require_tool("curl", "curl")

@@ -296,11 +296,12 @@ class TestHttpsProxy(HttpsProxyTestCase):
             status, _, answer = self.http(srv.port, "POST", "/upload", body=body)
             self.assertEqual(status, 200, srv.stderr()[-3000:])
             self.assertIn(hashlib.sha256(body).hexdigest().encode(), answer)
-        log = srv.stderr()
-        self.assertIn(f"proxy upstream 127.0.0.1:{silent.getsockname()[1]} (group \"localhost\"): "
-                      f"TLS handshake timed out for \"POST /upload\"", log)
-        self.assertIn(f"proxy upstream 127.0.0.1:{bad.port} (group \"localhost\"): TLS handshake "
-                      f"failed", log)
+        timed_out = (f"proxy upstream 127.0.0.1:{silent.getsockname()[1]} (group \"localhost\"): "
+                     f"TLS handshake timed out for \"POST /upload\"")
+        failed = f"proxy upstream 127.0.0.1:{bad.port} (group \"localhost\"): TLS handshake failed"
+        log = srv.stderr_once_it_has(timed_out, failed)
+        self.assertIn(timed_out, log)
+        self.assertIn(failed, log)
 
 
 if __name__ == "__main__":
