@@ -121,6 +121,28 @@ TEST(TlsStream, BareEofReadsAsZeroAndGarbageFailsTheHandshakeWithAReason) {
   }
 }
 
+// The thread's error queue is shared by every connection on it: an error another connection (or
+// any OpenSSL call) left there must not turn this one's "would block" into a failure.
+TEST(TlsStream, AnErrorLeftOnTheThreadDoesNotFailTheNextRead) {
+  Contexts contexts;
+  Pair pair;
+  auto server = Stream::make(contexts.server, pair.fds[0], Stream::Role::kServer);
+  auto client = Stream::make(contexts.client, pair.fds[1], Stream::Role::kClient);
+  ASSERT_TRUE(handshake(*server, *client));
+  ERR_raise(ERR_LIB_SSL, SSL_R_BAD_PACKET);
+  char buffer[16];
+  errno = 0;
+  EXPECT_EQ(server->read(buffer, sizeof buffer), -1);
+  EXPECT_EQ(errno, EAGAIN) << server->error();
+  EXPECT_EQ(ERR_peek_error(), 0u);
+  ERR_raise(ERR_LIB_SSL, SSL_R_BAD_PACKET);
+  ASSERT_EQ(client->write("ping", 4), 4);
+  ASSERT_EQ(server->read(buffer, sizeof buffer), 4);
+  ERR_raise(ERR_LIB_SSL, SSL_R_BAD_PACKET);
+  EXPECT_EQ(server->write("pong", 4), 4);
+  EXPECT_EQ(client->read(buffer, sizeof buffer), 4);
+}
+
 // A client's certificate and key.
 struct ClientIdentity {
   EVP_PKEY* key = EVP_EC_gen("P-256");
