@@ -5,10 +5,12 @@
 #include "config/cli.h"
 #include "core/log.h"
 #include "server/server_process.h"
+#include "tls/record_buffers.h"
 
 using namespace peregrine;
 
 int main(int argc, char** argv) {
+  tls::keep_record_buffers();  // before anything makes OpenSSL allocate (certificates, below)
   config::CommandLineResult parsed = config::parse_command_line(argc, argv);
   if (!parsed.error.empty()) {
     std::fprintf(stderr, "peregrine: %s\n\n%s", parsed.error.c_str(), config::usage().c_str());
