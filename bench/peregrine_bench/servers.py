@@ -530,26 +530,12 @@ mimetype.assign = (".txt" => "text/plain", ".html" => "text/html", ".bin" => "ap
         return [self.binary_path(args), "-D", "-f", path]
 
 
-# How Peregrine's configuration spells TLS. GUESSED before the TLS branch was merged: the listen
-# table's `tls = true` is in main already; the per-site certificate keys are the TLS helper's to
-# name. Fix them here, in one place, at merge.
-PEREGRINE_TLS = {
-    "listen_flag": "tls",           # listen = [{ address = "...", tls = true }]
-    "site_table": "tls",            # [site.tls]
-    "certificate": "certificate",   # certificate = "cert.pem"
-    "key": "key",                   # key = "key.pem"
-    # Extra keys of the listen table for the h2_* scenarios. Guess: ALPN offers h2 on every TLS
-    # listener (issue 13) and `http2 = true` is only for h2c; if not, make it ', http2 = true'.
-    "h2_listen_extra": "",
-}
-
-
-def peregrine_tls_toml(port, cert, key, h2=False):
-    """(listen line, site table) of a Peregrine config serving TLS on 127.0.0.1:port."""
-    t = PEREGRINE_TLS
-    extra = t["h2_listen_extra"] if h2 else ""
-    listen = f'listen = [{{ address = "127.0.0.1:{port}", {t["listen_flag"]} = true{extra} }}]'
-    site = f'[site.{t["site_table"]}]\n{t["certificate"]} = "{cert}"\n{t["key"]} = "{key}"\n'
+def peregrine_tls_toml(port, cert, key):
+    """(listen line, site table) of a Peregrine config serving TLS on 127.0.0.1:port. A TLS
+    listener has `http2` on by default and offers h2 by ALPN, so the h2_* scenarios need
+    nothing more."""
+    listen = f'listen = [{{ address = "127.0.0.1:{port}", tls = true }}]'
+    site = f'[site.tls]\ncertificate = "{cert}"\nkey = "{key}"\n'
     return listen, site
 
 
@@ -638,7 +624,7 @@ servers = ["127.0.0.1:{self.backend.port}"]
         listen, site_tls, limits = f'listen = ["127.0.0.1:{self.port}"]', "", ""
         h2 = bool(SCENARIOS[self.scenario].get("h2"))
         if self.is_tls():
-            listen, site_tls = peregrine_tls_toml(self.port, *self.tls, h2=h2)
+            listen, site_tls = peregrine_tls_toml(self.port, *self.tls)
         if h2:
             # As for nginx: max_requests_per_connection (1000) ends an HTTP/2 connection with
             # GOAWAY, and h2load does not reconnect.
