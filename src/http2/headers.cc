@@ -87,9 +87,6 @@ bool RequestHeadBuilder::add(std::string_view name, std::string_view value) {
     return true;
   }
   regular_seen_ = true;
-  for (char c : name)
-    if (c >= 'A' && c <= 'Z') return false;  // RFC 9113 8.2.1: names are lower case
-  if (is_connection_specific(name) && !(name == "te" && value == "trailers")) return false;
   if (too_large_) return true;
   if (name == "cookie") {
     cookies_.push_back(keep(value));

@@ -25,9 +25,10 @@ bool is_connection_specific(std::string_view name);
 class RequestHeadBuilder {
  public:
   void reset();
-  // Adds a decoded field. Returns false when the field makes the request malformed (an unknown
-  // or repeated pseudo-header, a pseudo-header after a regular field): the stream is refused.
-  // Fields beyond the limits are not kept; finish() then reports 431.
+  // Adds a decoded field whose characters the session has checked (RFC 9113 8.2.1, upper case
+  // and connection-specific fields included). Returns false when the field makes the request
+  // malformed (an unknown or repeated pseudo-header, a pseudo-header after a regular field):
+  // the stream is refused. Fields beyond the limits are not kept; finish() then reports 431.
   bool add(std::string_view name, std::string_view value);
   // Bytes of names and values received so far (32 per field, as RFC 9113 6.5.2 counts them).
   size_t list_bytes() const { return list_bytes_; }

@@ -1,12 +1,43 @@
 #include "http2/hpack/decoder.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "http2/hpack/huffman.h"
 #include "http2/hpack/integer.h"
 
 namespace peregrine::http2::hpack {
+
+namespace {
+
+// Bit 1: allowed in a name after its first byte; bit 2: not allowed in a value.
+constexpr std::array<uint8_t, 256> build_char_classes() {
+  std::array<uint8_t, 256> classes{};
+  for (int c = 0x21; c < 0x7f; ++c)
+    if (!(c >= 'A' && c <= 'Z') && c != ':') classes[c] |= 1;
+  classes[0] |= 2;
+  classes['\r'] |= 2;
+  classes['\n'] |= 2;
+  return classes;
+}
+constexpr std::array<uint8_t, 256> kCharClasses = build_char_classes();
+
+}  // namespace
+
+bool valid_field(std::string_view name, std::string_view value) {
+  if (name.empty()) return false;
+  const auto* n = reinterpret_cast<const unsigned char*>(name.data());
+  if (!(kCharClasses[n[0]] & 1) && n[0] != ':') return false;
+  for (size_t i = 1; i < name.size(); ++i)
+    if (!(kCharClasses[n[i]] & 1)) return false;
+  if (value.empty()) return true;
+  if (value.front() == ' ' || value.front() == '\t' || value.back() == ' ' || value.back() == '\t')
+    return false;
+  for (unsigned char c : value)
+    if (kCharClasses[c] & 2) return false;
+  return true;
+}
 
 Decoder::Decoder(uint32_t max_table_size, size_t max_list_size)
     : table_(max_table_size), settings_table_size_(max_table_size), max_list_size_(max_list_size) {}
@@ -83,6 +114,7 @@ DecodeResult Decoder::decode_block(std::string_view block, FieldFn on_field, voi
       }
       field.name = entry.name;
       field.value = entry.value;
+      field.valid = entry.valid;
     } else {
       // Literal with incremental indexing (6.2.1), without indexing (6.2.2), never indexed
       // (6.2.3).
@@ -98,6 +130,7 @@ DecodeResult Decoder::decode_block(std::string_view block, FieldFn on_field, voi
         return DecodeResult::kCompressionError;
       }
       if (!read_string(p, end, field.value)) return DecodeResult::kCompressionError;
+      field.valid = valid_field(field.name, field.value);
       if (indexing) {
         // The name may be the entry this insertion evicts (RFC 7541 4.4): copy it first.
         if (table_.holds(field.name.data())) {
@@ -106,7 +139,7 @@ DecodeResult Decoder::decode_block(std::string_view block, FieldFn on_field, voi
           field.name = std::string_view(copy, field.name.size());
           scratch_used_ += field.name.size();
         }
-        table_.insert(field.name, field.value);
+        table_.insert(field.name, field.value, field.valid);
       }
     }
     // Past the limit, the rest of the block is still decoded (cheaply: indexed fields copy

@@ -17,7 +17,14 @@ struct Field {
   std::string_view name;
   std::string_view value;
   bool never_indexed = false;  // the sender marked it sensitive (RFC 7541 6.2.3): keep it so
+  bool valid = false;          // valid_field(name, value), remembered by the table for indexed ones
 };
+
+// RFC 9113 8.2.1's character rules: a nonempty name of lower-case token characters (a leading
+// ':' for pseudo-headers), a value without NUL, CR or LF and without leading or trailing space
+// or tab. HPACK itself carries any bytes; the decoder applies these because a field a client
+// indexes once is usually sent as an index from then on, and the table keeps the verdict.
+bool valid_field(std::string_view name, std::string_view value);
 
 enum class DecodeResult {
   kOk,

@@ -151,7 +151,7 @@ void DynamicTable::evict_oldest() {
   --count_;
 }
 
-bool DynamicTable::insert(std::string_view name, std::string_view value) {
+bool DynamicTable::insert(std::string_view name, std::string_view value, bool valid) {
   const uint64_t entry_size = uint64_t{name.size()} + value.size() + kEntryOverhead;
   if (entry_size > max_size_) {
     while (count_ > 0) evict_oldest();
@@ -177,7 +177,7 @@ bool DynamicTable::insert(std::string_view name, std::string_view value) {
   if (!name.empty()) std::memcpy(bytes_.data() + end_, name.data(), name.size());
   if (!value.empty()) std::memcpy(bytes_.data() + end_ + name.size(), value.data(), value.size());
   ring_[(head_ + count_) & ring_mask_] = {end_, static_cast<uint32_t>(name.size()),
-                                          static_cast<uint32_t>(value.size())};
+                                          static_cast<uint32_t>(value.size()), valid};
   ++count_;
   size_ += static_cast<uint32_t>(entry_size);
   end_ += need;

@@ -11,6 +11,9 @@ namespace peregrine::http2::hpack {
 struct TableEntry {
   std::string_view name;
   std::string_view value;
+  // The decoder's verdict on the field's characters when it was inserted (valid_field in
+  // decoder.h), kept so an indexed field is not checked again. Static entries are valid.
+  bool valid = true;
 };
 
 inline constexpr uint32_t kStaticTableSize = 61;
@@ -43,7 +46,7 @@ class DynamicTable {
   TableEntry get(uint32_t i) const {
     const Slot& s = ring_[(head_ + count_ - 1 - i) & ring_mask_];
     return {std::string_view(bytes_.data() + s.offset, s.name_size),
-            std::string_view(bytes_.data() + s.offset + s.name_size, s.value_size)};
+            std::string_view(bytes_.data() + s.offset + s.name_size, s.value_size), s.valid};
   }
   // Identifiers that count insertions (they wrap): the newest entry is next_id() - 1, and
   // entry `id` is live while next_id() - 1 - id < count().
@@ -53,8 +56,8 @@ class DynamicTable {
   void set_max_size(uint32_t max_size);
   // Adds an entry, evicting the oldest ones first (RFC 7541 4.4); an entry larger than the
   // table empties it and is not added (returns false). `name` and `value` must not point into
-  // this table.
-  bool insert(std::string_view name, std::string_view value);
+  // this table. `valid` is handed back with the entry (TableEntry::valid).
+  bool insert(std::string_view name, std::string_view value, bool valid = true);
   // True when `p` points into the table's bytes (a name taken from an entry).
   bool holds(const char* p) const {
     return !bytes_.empty() && p >= bytes_.data() && p < bytes_.data() + bytes_.size();
@@ -65,6 +68,7 @@ class DynamicTable {
     uint32_t offset;
     uint32_t name_size;
     uint32_t value_size;
+    bool valid;
   };
   void evict_oldest();
 

@@ -70,27 +70,6 @@ void patch_length(std::string& out, size_t header_at, uint32_t length) {
   out[header_at + 2] = static_cast<char>(length);
 }
 
-// RFC 9113 8.2.1: what makes a field malformed whatever its meaning.
-bool valid_name(std::string_view name) {
-  if (name.empty()) return false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    const auto c = static_cast<unsigned char>(name[i]);
-    if (c <= 0x20 || (c >= 'A' && c <= 'Z') || c >= 0x7f) return false;
-    if (c == ':' && i != 0) return false;
-  }
-  return true;
-}
-
-bool valid_value(std::string_view value) {
-  if (value.empty()) return true;
-  if (value.front() == ' ' || value.front() == '\t' || value.back() == ' ' || value.back() == '\t')
-    return false;
-  for (char c : value) {
-    if (c == '\0' || c == '\r' || c == '\n') return false;
-  }
-  return true;
-}
-
 // RFC 9113 8.3.1: a request's pseudo-headers come first, each once, only the four defined ones
 // (we do not offer extended CONNECT, so no :protocol); :method always, and :scheme and a
 // nonempty :path unless the method is CONNECT, which has :authority and neither of them (8.5).
@@ -440,7 +419,7 @@ bool Session::on_header_block(int32_t id, std::string_view block, bool end_strea
   Stream& stream = *s;
   const hpack::DecodeResult r = decoder_.decode(block, [&](const hpack::Field& f) {
     if (malformed || stream.closing || stream.closed) return;
-    if (!valid_name(f.name) || !valid_value(f.value) ||
+    if (!f.valid ||
         (is_connection_specific(f.name) && !(f.name == "te" && f.value == "trailers")) ||
         (trailers ? f.name.front() == ':' : !pseudo.add(f.name, f.value))) {
       malformed = true;

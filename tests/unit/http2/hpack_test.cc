@@ -51,6 +51,7 @@ struct Decoded {
   DecodeResult result;
   Fields fields;
   std::vector<bool> never_indexed;
+  std::vector<bool> valid;
 };
 
 Decoded decode(Decoder& d, std::string_view block) {
@@ -58,6 +59,7 @@ Decoded decode(Decoder& d, std::string_view block) {
   out.result = d.decode(block, [&](const Field& f) {
     out.fields.emplace_back(std::string(f.name), std::string(f.value));
     out.never_indexed.push_back(f.never_indexed);
+    out.valid.push_back(f.valid);
   });
   return out;
 }
@@ -502,6 +504,46 @@ TEST(HpackDecoder, ManyInsertionsKeepTheTableExact) {
 
 // A 4000-byte entry, then thousands of one-byte references to it: tens of megabytes of fields
 // from a 14 KB block. The limit stops the fields after a few; the rest is only counted.
+TEST(HpackDecoder, FieldCharactersFollowRfc9113) {
+  EXPECT_TRUE(valid_field(":path", "/a b"));
+  EXPECT_TRUE(valid_field("x-empty", ""));
+  EXPECT_TRUE(valid_field("a", "tab\tinside"));
+  EXPECT_FALSE(valid_field("", "x"));
+  EXPECT_FALSE(valid_field("X-Upper", "1"));
+  EXPECT_FALSE(valid_field("x:colon", "1"));
+  EXPECT_FALSE(valid_field("x y", "1"));
+  EXPECT_FALSE(valid_field("x\x7f", "1"));
+  EXPECT_FALSE(valid_field("x\x80", "1"));
+  EXPECT_FALSE(valid_field("x", std::string("a\0b", 3)));
+  EXPECT_FALSE(valid_field("x", "a\rb"));
+  EXPECT_FALSE(valid_field("x", "a\nb"));
+  EXPECT_FALSE(valid_field("x", " lead"));
+  EXPECT_FALSE(valid_field("x", "trail\t"));
+}
+
+// The verdict on an indexed field is the one its literal got when it entered the table, so a
+// bad field stays bad however it is referred to.
+TEST(HpackDecoder, TheTableRemembersWhetherAFieldWasValid) {
+  Encoder e;
+  Decoder d;
+  std::string block;
+  e.encode(block, "x-upper", "Bad");  // a valid literal, indexed
+  e.encode(block, "X-Upper", "1");    // an invalid one, indexed too
+  e.encode(block, ":method", "GET");  // the static table
+  e.encode(block, "x-nul", std::string("a\0", 2));
+  Decoded first = decode(d, block);
+  ASSERT_EQ(first.result, DecodeResult::kOk);
+  EXPECT_EQ(first.valid, (std::vector<bool>{true, false, true, false}));
+  block.clear();
+  e.encode(block, "X-Upper", "1");
+  e.encode(block, "x-upper", "Bad");
+  e.encode(block, "x-nul", std::string("a\0", 2));
+  ASSERT_EQ(block.size(), 3u) << "three indexed fields";
+  Decoded again = decode(d, block);
+  ASSERT_EQ(again.result, DecodeResult::kOk);
+  EXPECT_EQ(again.valid, (std::vector<bool>{false, true, false}));
+}
+
 TEST(HpackDecoder, BombHitsTheListLimit) {
   Decoder d(4096, 16384);
   std::string block = "\x40\x01x";

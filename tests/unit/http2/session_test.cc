@@ -416,6 +416,8 @@ TEST_F(SessionTest, MalformedFieldsResetTheStream) {
       {{"X-Upper", "1"}},     {{"connection", "close"}},
       {{"te", "gzip"}},       {{"x-nul", std::string("a\0b", 3)}},
       {{"x-space", " lead"}}, {{"x-bad", "app says no"}},
+      {{"keep-alive", "5"}},  {{"proxy-connection", "x"}},
+      {{"upgrade", "h2c"}},   {{"transfer-encoding", "chunked"}},
   };
   for (const auto& fields : bad) {
     start({});
