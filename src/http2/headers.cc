@@ -1,5 +1,6 @@
 #include "http2/headers.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "core/strings.h"
@@ -185,6 +186,40 @@ void ResponseFields::clear() {
   fields_.clear();
 }
 
+namespace {
+
+// ASCII upper-case letters of eight bytes made lower case, other bytes left alone: 'A'..'Z'
+// are the bytes whose low seven bits are at least 'A' and at most 'Z' and whose top bit is clear.
+uint64_t lower8(uint64_t w) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull;
+  const uint64_t low7 = w & (0x7f * kOnes);
+  const uint64_t from_a = low7 + (0x80 - 'A') * kOnes;       // top bit set where low7 >= 'A'
+  const uint64_t after_z = low7 + (0x80 - 'Z' - 1) * kOnes;  // top bit set where low7 > 'Z'
+  const uint64_t upper = from_a & ~after_z & ~w & (0x80 * kOnes);
+  return w | (upper >> 2);
+}
+
+// A byte at a time this was ~10 instructions per character of every response's field names
+// (callgrind); eight at a time, the last eight overlapping when the length is not a multiple.
+void copy_lower(char* out, std::string_view in) {
+  const size_t n = in.size();
+  if (n < 8) {
+    for (size_t i = 0; i < n; ++i) out[i] = ascii_lower(in[i]);
+    return;
+  }
+  uint64_t w;
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    std::memcpy(&w, in.data() + i, 8);
+    w = lower8(w);
+    std::memcpy(out + i, &w, 8);
+  }
+  std::memcpy(&w, in.data() + n - 8, 8);
+  w = lower8(w);
+  std::memcpy(out + n - 8, &w, 8);
+}
+
+}  // namespace
+
 void ResponseFields::add(std::string_view name, std::string_view value) {
   if (is_connection_specific(name)) return;
   Field f;
@@ -192,12 +227,9 @@ void ResponseFields::add(std::string_view name, std::string_view value) {
   f.name_length = static_cast<uint32_t>(name.size());
   f.value_at = f.name_at + f.name_length;
   f.value_length = static_cast<uint32_t>(value.size());
-  // One resize and plain stores: a push_back per character was half of building a response's
-  // fields (~1.6k instructions per response, callgrind).
   storage_.resize(f.value_at + f.value_length);
-  char* out = storage_.data() + f.name_at;
-  for (char c : name) *out++ = (c >= 'A' && c <= 'Z') ? static_cast<char>(c | 0x20) : c;
-  std::memcpy(out, value.data(), value.size());
+  copy_lower(storage_.data() + f.name_at, name);
+  if (!value.empty()) std::memcpy(storage_.data() + f.value_at, value.data(), value.size());
   fields_.push_back(f);
 }
 
@@ -207,13 +239,9 @@ void ResponseFields::add_lines(std::string_view lines) {
     std::string_view line = lines.substr(0, eol);
     lines = eol == std::string_view::npos ? std::string_view() : lines.substr(eol + 1);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    size_t colon = line.find(':');
+    const size_t colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0) continue;
-    std::string_view value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
-      value.remove_prefix(1);
-    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-    add(line.substr(0, colon), value);
+    add(line.substr(0, colon), trim_ows(line.substr(colon + 1)));
   }
 }
 

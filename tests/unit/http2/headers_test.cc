@@ -162,6 +162,28 @@ TEST(Http2ResponseFields, LowerCasesAndDropsConnectionFields) {
   EXPECT_EQ(f.name(0), "etag");
 }
 
+// Names are lower-cased eight bytes at a time: every byte value, at every position of names
+// from 1 to 19 bytes, against the one-byte rule.
+TEST(Http2ResponseFields, LowerCasesEveryByteOfEveryLength) {
+  ResponseFields f;
+  for (size_t length = 1; length < 20; ++length) {
+    for (size_t at = 0; at < length; ++at) {
+      for (int c = 0; c < 256; ++c) {
+        std::string name(length, 'Q');
+        name[at] = static_cast<char>(c);
+        std::string expected = name;
+        for (char& e : expected)
+          if (e >= 'A' && e <= 'Z') e = static_cast<char>(e + ('a' - 'A'));
+        f.clear();
+        f.add(name, "v");
+        ASSERT_EQ(f.size(), 1u);
+        ASSERT_EQ(f.name(0), expected) << length << " " << at << " " << c;
+        ASSERT_EQ(f.value(0), "v");
+      }
+    }
+  }
+}
+
 TEST(Http2Method, Names) {
   EXPECT_EQ(method_from_text("GET"), Method::kGet);
   EXPECT_EQ(method_from_text("DELETE"), Method::kDelete);
