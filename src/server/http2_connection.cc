@@ -1041,7 +1041,8 @@ bool Http2Connection::submit_head(Http2Stream& s, const Response& response, int6
     edits->append_kept(kept, worker_.date_and_server_lines());
     fields.add_lines(kept);
   } else {
-    fields.add_lines(worker_.date_and_server_lines());
+    fields.add("date", worker_.date_value());
+    if (!worker_.server_value().empty()) fields.add("server", worker_.server_value());
   }
   if (tls_ && s.selection.site && !s.selection.site->config->tls.hsts.empty())
     fields.add("strict-transport-security", s.selection.site->config->tls.hsts);  // RFC 6797

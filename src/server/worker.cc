@@ -147,8 +147,11 @@ void Worker::refresh_date() {
   size_t n = http::format_http_date(clock_.wall_seconds, date);
   date_second_ = clock_.wall_seconds;
   date_server_.assign("Date: ").append(date, n).append("\r\n");
+  date_length_ = n;
   const std::string& server = routes_->config().server_header;
-  if (!server.empty()) date_server_.append("Server: ").append(server).append("\r\n");
+  has_server_ = !server.empty();
+  if (has_server_) date_server_.append("Server: ").append(server).append("\r\n");
+  server_at_ = has_server_ ? 6 + n + 2 + 8 : date_server_.size();
 }
 
 void Worker::post_config(std::shared_ptr<const config::Config> config) {

@@ -126,6 +126,12 @@ class Worker {
   }
   Response& scratch_response() { return scratch_response_; }
   std::string_view date_and_server_lines() const { return date_server_; }
+  // The two values of those lines (the Server value empty when the header is off), for HTTP/2,
+  // which sends fields rather than lines.
+  std::string_view date_value() const { return {date_server_.data() + 6, date_length_}; }
+  std::string_view server_value() const {
+    return {date_server_.data() + server_at_, date_server_.size() - server_at_ - 2 * has_server_};
+  }
   bool draining() const { return draining_; }
   handlers::WorkerEnv env() {
     return {*poller_, upstream_timers, clock_, total_workers_, &draining_};
@@ -166,6 +172,9 @@ class Worker {
   HeldRequest scratch_request_ = spare_request();
   Response scratch_response_;
   std::string date_server_;  // "Date: ...\r\nServer: ...\r\n", rebuilt once a second
+  size_t date_length_ = 0;
+  size_t server_at_ = 0;
+  bool has_server_ = false;
   time_t date_second_ = -1;
 
   Connection* connections_ = nullptr;  // intrusive list of live connections

@@ -9,6 +9,7 @@ static files, `return`, FastCGI (a real php-fpm) and the proxy (a real HTTP/1.1 
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -572,9 +573,6 @@ class TestClients(Http2TestCase):
         self.assertIn("200000 succeeded, 0 failed, 0 errored, 0 timeout", text, text)
         self.assertIn("status codes: 200000 2xx", text, text)
 
-    def test_access_log_says_http2(self):
-        pass  # covered by TestAccessLog below (needs a config with a log file)
-
 
 class TestAccessLog(ServerTestCase):
     def test_protocol_in_access_log(self):
@@ -587,6 +585,29 @@ class TestAccessLog(ServerTestCase):
         self.wait_for(lambda: os.path.exists(log) and "HTTP/2.0" in open(log).read(), timeout=4,
                       msg="an access-log line with HTTP/2.0")
         self.assertIn('"GET /file HTTP/2.0" 200 1 ', open(log).read())
+
+
+class TestDateAndServer(ServerTestCase):
+    # HTTP/2 takes the date and server fields from the worker's values, not its HTTP/1 lines.
+    def test_date_and_the_configured_server(self):
+        require_tool("curl", "curl")
+        root = self.make_root({"file": "x"})
+        date = re.compile(r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d [A-Z][a-z]{2} \d{4} "
+                          r"\d\d:\d\d:\d\d GMT$")
+        for name, top, server in (("named.toml", 'server_header = "edge/1.0"', "edge/1.0"),
+                                  ("none.toml", 'server_header = ""', None)):
+            srv = self.start_config(h2_config(root, top=top), name=name)
+            out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-D", "-", "-o",
+                                  "/dev/null", f"http://127.0.0.1:{srv.port}/file"],
+                                 capture_output=True, text=True, timeout=10)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            lines = [line.rstrip() for line in out.stdout.splitlines()]
+            self.assertEqual(lines[0], "HTTP/2 200")
+            fields = [line.split(": ", 1) for line in lines[1:] if line]
+            self.assertEqual([f[0] for f in fields if f[0] in ("date", "server")],
+                             ["date", "server"] if server else ["date"], fields)
+            self.assertRegex(dict(fields)["date"], date)
+            self.assertEqual(dict(fields).get("server"), server)
 
 
 class TestFastcgi(ServerTestCase):
