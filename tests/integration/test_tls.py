@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -441,6 +440,18 @@ class TestResumption(TlsTestCase):
             self.assertIn("New,", first)
             second = self.s_client(srv.port, version, "-sess_in", sess, wait=0.3)
             self.assertIn("Reused,", second, version)
+
+    def test_a_tls13_resumption_brings_a_new_ticket(self):
+        # Clients use a TLS 1.3 ticket once (RFC 8446 C.4): without a new one after resuming,
+        # their next connection is a full handshake.
+        srv, _ = self.start_tls()
+        first, second = (os.path.join(self.tmp, name) for name in ("first", "second"))
+        self.s_client(srv.port, "-tls1_3", "-sess_out", first, wait=0.5)
+        resumed = self.s_client(srv.port, "-tls1_3", "-sess_in", first, "-sess_out", second,
+                                "-msg", wait=0.5)
+        self.assertIn("Reused,", resumed)
+        self.assertRegex(resumed, r"<<< TLS 1.3, Handshake \[length [0-9a-f]+\], NewSessionTicket")
+        self.assertIn("Reused,", self.s_client(srv.port, "-tls1_3", "-sess_in", second, wait=0.3))
 
     def test_session_cache_without_tickets(self):
         srv, _ = self.start_tls(top='[tls]\ntickets = false\n')
