@@ -149,9 +149,10 @@ void Worker::refresh_date() {
   date_server_.assign("Date: ").append(date, n).append("\r\n");
   date_length_ = n;
   const std::string& server = routes_->config().server_header;
-  has_server_ = !server.empty();
-  if (has_server_) date_server_.append("Server: ").append(server).append("\r\n");
-  server_at_ = has_server_ ? 6 + n + 2 + 8 : date_server_.size();
+  if (!server.empty()) date_server_.append("Server: ");
+  server_at_ = date_server_.size();
+  server_length_ = server.size();
+  if (!server.empty()) date_server_.append(server).append("\r\n");
 }
 
 void Worker::post_config(std::shared_ptr<const config::Config> config) {

@@ -130,7 +130,7 @@ class Worker {
   // which sends fields rather than lines.
   std::string_view date_value() const { return {date_server_.data() + 6, date_length_}; }
   std::string_view server_value() const {
-    return {date_server_.data() + server_at_, date_server_.size() - server_at_ - 2 * has_server_};
+    return {date_server_.data() + server_at_, server_length_};
   }
   bool draining() const { return draining_; }
   handlers::WorkerEnv env() {
@@ -172,9 +172,9 @@ class Worker {
   HeldRequest scratch_request_ = spare_request();
   Response scratch_response_;
   std::string date_server_;  // "Date: ...\r\nServer: ...\r\n", rebuilt once a second
-  size_t date_length_ = 0;
+  size_t date_length_ = 0;   // the values' places in date_server_
   size_t server_at_ = 0;
-  bool has_server_ = false;
+  size_t server_length_ = 0;
   time_t date_second_ = -1;
 
   Connection* connections_ = nullptr;  // intrusive list of live connections
