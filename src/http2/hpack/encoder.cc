@@ -103,6 +103,7 @@ Encoder::Encoder(uint32_t max_table_size)
 void Encoder::set_peer_max_table_size(uint32_t size) {
   const uint32_t target = std::min(own_max_, size);
   if (target == target_size_ && !update_pending_) return;
+  ++version_;
   lowest_pending_ = update_pending_ ? std::min(lowest_pending_, target) : target;
   update_pending_ = true;
   target_size_ = target;
@@ -115,6 +116,7 @@ void Encoder::emit_size_updates(std::string& out) {
   if (lowest_pending_ < target_size_) encode_integer(out, 0x20, 5, lowest_pending_);
   encode_integer(out, 0x20, 5, target_size_);
   update_pending_ = false;
+  ++version_;
 }
 
 uint32_t Encoder::find_dynamic(uint32_t hash, std::string_view name, std::string_view value) const {
@@ -208,7 +210,9 @@ void Encoder::encode_literal(std::string& out, std::string_view name, std::strin
   encode_integer(out, indexing ? 0x40 : 0x00, indexing ? 6 : 4, match.name_index);
   if (match.name_index == 0) append_string(out, name);
   append_string(out, value);
-  if (indexing && table_.insert(name, value)) index_inserted(hash);
+  if (!indexing) return;
+  ++version_;  // inserted, or (too big to fit) emptied the table
+  if (table_.insert(name, value)) index_inserted(hash);
 }
 
 }  // namespace peregrine::http2::hpack

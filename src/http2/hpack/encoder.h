@@ -32,6 +32,11 @@ class Encoder {
 
   const DynamicTable& table() const { return table_; }
 
+  // Changes whenever the table or a pending size update does: the encoding of a field list
+  // depends on nothing else, so a block encoded without changing it encodes to the same bytes
+  // again while it stays the same (Session reuses such blocks).
+  uint64_t version() const { return version_; }
+
  private:
   struct Slot {
     uint32_t hash;
@@ -55,6 +60,7 @@ class Encoder {
   bool update_pending_ = false;
   std::vector<Slot> slots_;  // open addressing, linear probing
   uint32_t used_slots_ = 0;  // live or stale; rebuilt past 3/4
+  uint64_t version_ = 0;
 };
 
 }  // namespace peregrine::http2::hpack

@@ -735,6 +735,44 @@ TEST(HpackRoundTrip, RandomListsThroughOurEncoderAndDecoder) {
   }
 }
 
+// Session reuses a block while the encoder's version stays the same, which must mean the same
+// list encodes to the same bytes again; and anything that changes the table changes it.
+TEST(HpackEncoder, AnUnchangedVersionMeansTheSameBytesAgain) {
+  std::mt19937 rng(17);
+  Encoder e;
+  Fields previous;
+  int reused = 0;
+  for (int block_no = 0; block_no < 2000; ++block_no) {
+    if (rng() % 40 == 0) {
+      const uint64_t before = e.version();
+      const uint32_t target = std::min<uint32_t>(4096, e.table().max_size());
+      const uint32_t peer = rng() % 2 ? 4096 : rng() % 5000;
+      e.set_peer_max_table_size(peer);
+      if (std::min(peer, 4096u) != target) {
+        EXPECT_NE(e.version(), before) << block_no;
+      }
+    }
+    // Often the list before again, as a server repeats a response head.
+    const Fields list = rng() % 2 ? previous : random_list(rng);
+    const uint64_t version = e.version();
+    const Fields table = table_of(e.table());
+    std::string block;
+    for (const auto& [n, v] : list) e.encode(block, n, v);
+    if (table_of(e.table()) != table) {
+      ASSERT_NE(e.version(), version) << block_no;
+    }
+    if (e.version() == version) {
+      std::string again;
+      for (const auto& [n, v] : list) e.encode(again, n, v);
+      ASSERT_EQ(again, block) << block_no;
+      ASSERT_EQ(e.version(), version) << block_no;
+      ++reused;
+    }
+    previous = list;
+  }
+  EXPECT_GT(reused, 500);
+}
+
 // Debian's python3-hpack, another implementation, on both sides (tests/unit/http2/hpack_peer.py).
 TEST(HpackPeer, CrossChecksWithPythonHpack) {
   std::mt19937 rng(5);
