@@ -596,13 +596,41 @@ void Session::queue_rst(int32_t id, ErrorCode code) {
 
 // ---- Application calls -------------------------------------------------------------------------
 
-bool Session::submit_response(int32_t id, std::span<const Header> fields, bool has_body) {
+Stream* Session::answerable(int32_t id) {
   Stream* s = find(id);
-  if (!s || s->closing || s->closed || s->answered || terminated_) return false;
+  if (!s || s->closing || s->closed || s->answered || terminated_) return nullptr;
   s->answered = true;
+  return s;
+}
+
+bool Session::submit_response(int32_t id, std::span<const Header> fields, bool has_body,
+                              std::string_view key) {
+  Stream* s = answerable(id);
+  if (!s) return false;
   const size_t at = out_.size();
   write_frame_header(out_, 0, kHeaders, has_body ? kEndHeaders : kEndHeaders | kEndStream, id);
+  const uint64_t version = encoder_.version();
   for (const Header& f : fields) encoder_.encode(out_, f.name, f.value, f.sensitive);
+  if (!key.empty() && encoder_.version() == version) {
+    remembered_key_.assign(key);
+    remembered_block_.assign(out_, at + kFrameHeaderSize);
+    remembered_version_ = version;
+  }
+  finish_response(*s, at, has_body);
+  return true;
+}
+
+bool Session::submit_remembered_response(int32_t id, bool has_body) {
+  Stream* s = answerable(id);
+  if (!s) return false;
+  const size_t at = out_.size();
+  write_frame_header(out_, 0, kHeaders, has_body ? kEndHeaders : kEndHeaders | kEndStream, id);
+  out_.append(remembered_block_);
+  finish_response(*s, at, has_body);
+  return true;
+}
+
+void Session::finish_response(Stream& s, size_t at, bool has_body) {
   const size_t block = out_.size() - at - kFrameHeaderSize;
   if (block <= peer_max_frame_size_) {
     patch_length(out_, at, static_cast<uint32_t>(block));
@@ -616,18 +644,17 @@ bool Session::submit_response(int32_t id, std::span<const Header> fields, bool h
     while (from < rest.size()) {
       const size_t n = std::min<size_t>(rest.size() - from, peer_max_frame_size_);
       write_frame_header(out_, static_cast<uint32_t>(n), kContinuation,
-                         from + n == rest.size() ? kEndHeaders : 0, id);
+                         from + n == rest.size() ? kEndHeaders : 0, s.id);
       out_.append(rest, from, n);
       from += n;
     }
   }
   if (has_body) {
-    s->body_active = true;
-    s->deferred = false;
+    s.body_active = true;
+    s.deferred = false;
   } else {
-    end_local(*s, out_);
+    end_local(s, out_);
   }
-  return true;
 }
 
 void Session::resume_data(int32_t id) {

@@ -152,7 +152,20 @@ class Session {
   };
   // HEADERS (+ CONTINUATION) for stream `id`; `has_body`: DATA follows through read_body, else
   // the stream ends with the head. False when the stream cannot take a response.
-  bool submit_response(int32_t id, std::span<const Header> fields, bool has_body);
+  // `key`, when not empty, names `fields` for remembers_response(): the caller promises that
+  // equal keys come with equal fields.
+  bool submit_response(int32_t id, std::span<const Header> fields, bool has_body,
+                       std::string_view key = {});
+  // Whether the last response submitted with `key` left the HPACK table as it was, and nothing
+  // has changed it since: then its header block encodes to the same bytes again, and
+  // submit_remembered_response() sends them without building or encoding the fields. Most
+  // responses on a connection repeat the head before them (the date changes once a second).
+  bool remembers_response(std::string_view key) const {
+    return !remembered_key_.empty() && encoder_.version() == remembered_version_ &&
+           remembered_key_ == key;
+  }
+  // submit_response() with the remembered block; only after remembers_response() said true.
+  bool submit_remembered_response(int32_t id, bool has_body);
   // A deferred body has bytes again.
   void resume_data(int32_t id);
   // RST_STREAM; the stream closes (on_stream_close) at the next produce(). `peer_fault`: the
@@ -216,6 +229,10 @@ class Session {
   void close_stream(Stream& s, ErrorCode code);  // on_stream_close now
   void recycle_closed();
   void end_local(Stream& s, std::string& out);  // END_STREAM went out
+  Stream* answerable(int32_t id);
+  // The header block written after the HEADERS frame header at `at`, split into CONTINUATION
+  // frames if the peer needs smaller ones; then the stream goes on to its body or ends.
+  void finish_response(Stream& s, size_t at, bool has_body);
   bool produce_data(std::string& out, size_t limit);
 
   Events& events_;
@@ -235,7 +252,10 @@ class Session {
   std::string block_;
 
   // Output.
-  std::string out_;  // frames in submission order (control, HEADERS, RST_STREAM, GOAWAY)
+  std::string out_;             // frames in submission order (control, HEADERS, RST_STREAM, GOAWAY)
+  std::string remembered_key_;  // see remembers_response()
+  std::string remembered_block_;
+  uint64_t remembered_version_ = 0;
   uint32_t queued_control_ = 0;
   size_t round_robin_ = 0;
 

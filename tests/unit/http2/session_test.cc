@@ -525,6 +525,55 @@ TEST_F(SessionTest, LargeHeadIsSplitIntoContinuation) {
   EXPECT_EQ(n, 3 + big.size());
 }
 
+// A head submitted with a key that left the HPACK table alone is sent again as the same bytes
+// for the same key, until anything changes the table.
+TEST_F(SessionTest, ARepeatedHeadReusesItsBlockWhileTheTableIsUnchanged) {
+  open();
+  for (uint32_t id = 1; id <= 11; id += 2) ASSERT_TRUE(session->receive(get(id)));
+  const Session::Header head[] = {
+      {":status", "200"}, {"content-type", "text/plain"}, {"etag", "\"a\""}};
+  EXPECT_FALSE(session->remembers_response("k"));
+  ASSERT_TRUE(session->submit_response(1, head, false, "k"));
+  EXPECT_FALSE(session->remembers_response("k"));  // that one added entries
+  ASSERT_TRUE(session->submit_response(3, head, false, "k"));
+  EXPECT_TRUE(session->remembers_response("k"));
+  EXPECT_FALSE(session->remembers_response("j"));
+  ASSERT_TRUE(session->submit_remembered_response(5, false));
+  EXPECT_FALSE(session->submit_remembered_response(5, false));  // answered already
+  EXPECT_TRUE(session->remembers_response("k"));
+  // A head without a key that adds an entry changes the table: the block would be wrong now.
+  const Session::Header other[] = {{":status", "200"}, {"x-new", "1"}};
+  ASSERT_TRUE(session->submit_response(7, other, false));
+  EXPECT_FALSE(session->remembers_response("k"));
+  ASSERT_TRUE(session->submit_response(9, head, false, "k"));
+  EXPECT_TRUE(session->remembers_response("k"));
+  // So does the client's new table size, signalled at the start of the next block.
+  ASSERT_TRUE(session->receive(frame(SETTINGS, 0, 0, setting(1, 100))));
+  EXPECT_FALSE(session->remembers_response("k"));
+  ASSERT_TRUE(session->submit_response(11, head, false, "k"));
+
+  std::vector<Frame> f = out();
+  hpack::Decoder d;
+  std::vector<std::string> blocks;
+  for (const Frame& x : f) {
+    if (x.type != HEADERS) continue;
+    blocks.push_back(x.payload);
+    std::vector<std::pair<std::string, std::string>> got;
+    ASSERT_EQ(
+        d.decode(x.payload, [&](const hpack::Field& y) { got.emplace_back(y.name, y.value); }),
+        hpack::DecodeResult::kOk)
+        << x.stream;
+    if (x.stream == 7) continue;
+    EXPECT_EQ(got, (std::vector<std::pair<std::string, std::string>>{
+                       {":status", "200"}, {"content-type", "text/plain"}, {"etag", "\"a\""}}))
+        << x.stream;
+  }
+  ASSERT_EQ(blocks.size(), 6u);
+  EXPECT_EQ(blocks[1], blocks[2]);  // streams 3 and 5
+  EXPECT_EQ(blocks[2].size(), 3u);  // one byte a field
+  EXPECT_EQ(events.completes, 6);
+}
+
 TEST_F(SessionTest, BodyFollowsStreamWindowAndWindowUpdates) {
   open();
   ASSERT_TRUE(session->receive(frame(SETTINGS, 0, 0, setting(4, 10))));
