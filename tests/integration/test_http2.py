@@ -412,6 +412,47 @@ class TestFrames(Http2TestCase):
         self.assertEqual((headers[":status"], body), ("200", SMALL))
 
 
+class TestRepeatedHeads(Http2TestCase):
+    """A head like the one before it on the connection goes out as the same header block
+    (src/server/http2_connection.cc): every response must still carry its own fields."""
+
+    def test_each_response_keeps_its_own_fields(self):
+        c = self.client()
+        plan = ["/file", "/file", "/file", "/index.html", "/file", "/index.html", "/index.html",
+                "/missing", "/file", "/big.bin", "/file", "/file"]
+        seen = {}  # path -> the first response's fields but the date
+        etag = None
+        sid = 1
+        for round_no in range(2):
+            if round_no == 1:  # the date changes under the same heads
+                time.sleep(1.05 - time.time() % 1)
+            for path in plan:
+                c.send(c.get(sid, path))
+                headers, body, rst = c.response(sid)
+                self.assertIsNone(rst, path)
+                self.assertRegex(headers.pop("date"), r" \d\d:\d\d:\d\d GMT$")
+                if path == "/missing":
+                    self.assertEqual(headers[":status"], "404")
+                else:
+                    self.assertEqual(headers[":status"], "200", path)
+                    self.assertEqual(int(headers["content-length"]), len(body), path)
+                    expected = {"/file": SMALL, "/index.html": b"index\n", "/big.bin": BIG}
+                    self.assertEqual(body, expected[path])
+                self.assertEqual(headers, seen.setdefault(path, headers), (sid, path))
+                if path == "/file":
+                    etag = headers["etag"]
+                sid += 2
+            # A conditional request between the same heads: 304, without a length.
+            c.send(c.get(sid, "/file", extra=[("if-none-match", etag)]))
+            headers, body, rst = c.response(sid)
+            self.assertEqual((headers[":status"], body, rst), ("304", b"", None))
+            self.assertNotIn("content-length", headers)
+            self.assertEqual(headers["etag"], etag)
+            sid += 2
+        self.assertNotEqual(seen["/file"]["etag"], seen["/index.html"]["etag"])
+        self.assertNotEqual(seen["/file"]["content-type"], seen["/index.html"]["content-type"])
+
+
 class TestTimeouts(Http2TestCase):
     limits = 'keepalive_timeout = "1s"\nheader_timeout = "1s"\n'
 
