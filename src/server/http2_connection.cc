@@ -183,7 +183,8 @@ void make_key(std::string& key, std::initializer_list<std::string_view> parts) {
   for (std::string_view part : parts) {
     const auto part_size = static_cast<uint32_t>(part.size());
     std::memcpy(out, &part_size, sizeof part_size);
-    std::memcpy(out + sizeof part_size, part.data(), part.size());
+    // An empty view's data() may be null, which memcpy must not be given.
+    if (!part.empty()) std::memcpy(out + sizeof part_size, part.data(), part.size());
     out += sizeof part_size + part.size();
   }
 }
