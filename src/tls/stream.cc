@@ -6,8 +6,10 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -37,6 +39,14 @@ void clear_stale_errors() {
   if (ERR_peek_error() != 0) ERR_clear_error();
 }
 
+// The control by which OpenSSL hands a direction of the socket to kTLS. OpenSSL keeps its
+// name internal (BIO_CTRL_SET_KTLS in its bio.h); the public header lists the number.
+constexpr int kSetKernelTls = 72;
+
+// Whether any socket in the process has had kTLS turned on. Until one has (never, on a kernel
+// without the tls module), the answer to "is kTLS on?" is no without looking at the socket.
+std::atomic<bool> g_kernel_tls_used{false};
+
 }  // namespace
 
 std::unique_ptr<Stream> Stream::make(SSL_CTX* context, int fd, Role role) {
@@ -55,42 +65,96 @@ std::unique_ptr<Stream> Stream::make(SSL_CTX* context, int fd, Role role) {
     SSL_set_connect_state(ssl);
   }
   std::unique_ptr<Stream> stream(new Stream(ssl));
-  // The BIO's callback argument is a plain field: where the read below finds its stream.
+  stream->fd_ = fd;
+  // The BIO's callback argument is a plain field: where the functions below find their stream.
   BIO_set_callback_arg(socket, reinterpret_cast<char*>(stream.get()));
   return stream;
 }
 
-// OpenSSL's socket BIO with one change: each read notes whether the kernel had less than
-// OpenSSL asked for. Everything else (writes, kTLS controls, the descriptor) is the socket
-// BIO's own, and the type is the socket's, so OpenSSL treats it as one. (A BIO callback would
-// do the same but runs on every control call too: ~1,100 instructions per request.)
+// OpenSSL's socket BIO, with its type, so that OpenSSL treats it as one, and three changes:
+// - reads note whether the kernel had less than OpenSSL asked for (socket_drained_);
+// - reads and writes are recv(2) and send(2), where the socket BIO makes read(2) and write(2):
+//   a socket's own calls skip the file layer (vfs_read, fdget_pos, rw_verify_area), and a send
+//   to a closed peer raises no SIGPIPE;
+// - OpenSSL asks whether kTLS is on several times per record (~14 controls per keep-alive
+//   request, ~40 instructions each in the socket's control); until it has turned kTLS on for
+//   some socket, the answer is no without asking.
+// Once OpenSSL turns kTLS on for a direction, the socket BIO's own functions do everything: a
+// kTLS socket reads and writes records with their type in control messages.
 BIO_METHOD* Stream::socket_method() {
   static BIO_METHOD* method = [] {
     const BIO_METHOD* plain = BIO_s_socket();
     BIO_METHOD* m = BIO_meth_new(BIO_TYPE_SOCKET, "peregrine socket");
     if (m == nullptr) return m;
-    BIO_meth_set_write(m, BIO_meth_get_write(plain));
     BIO_meth_set_puts(m, BIO_meth_get_puts(plain));
-    BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(plain));
     BIO_meth_set_create(m, BIO_meth_get_create(plain));
     BIO_meth_set_destroy(m, BIO_meth_get_destroy(plain));
-    plain_read = BIO_meth_get_read(plain);  // the socket's own read(2) with its retry flags
-    BIO_meth_set_read_ex(m, &Stream::read_noting_drain);
+    plain_read = BIO_meth_get_read(plain);
+    plain_write = BIO_meth_get_write(plain);
+    plain_ctrl = BIO_meth_get_ctrl(plain);
+    BIO_meth_set_read_ex(m, &Stream::receive);
+    BIO_meth_set_write_ex(m, &Stream::transmit);
+    BIO_meth_set_ctrl(m, &Stream::control);
     return m;
   }();
   return method;
 }
 
-int Stream::read_noting_drain(BIO* bio, char* out, size_t size, size_t* got) {
+int Stream::receive(BIO* bio, char* out, size_t size, size_t* got) {
+  auto* stream = reinterpret_cast<Stream*>(BIO_get_callback_arg(bio));
   const int asked = static_cast<int>(std::min<size_t>(size, INT_MAX));
-  const int n = plain_read(bio, out, asked);
+  int n;
+  if (stream->kernel_tls_) {
+    n = plain_read(bio, out, asked);
+  } else {
+    errno = 0;
+    n = static_cast<int>(::recv(stream->fd_, out, static_cast<size_t>(asked), 0));
+    BIO_clear_retry_flags(bio);
+    if (n < 0 && BIO_sock_should_retry(n)) {
+      BIO_set_retry_read(bio);
+    } else if (n == 0) {
+      BIO_set_flags(bio, BIO_FLAGS_IN_EOF);  // as the socket BIO does: BIO_eof() answers from it
+    }
+  }
   // A short read, EAGAIN and EOF all mean the kernel had nothing more at that moment; except
   // under kTLS receive, where a read returns one record however many wait: read on to EAGAIN.
   bool drained = n < asked;
-  if (drained && n > 0 && BIO_get_ktls_recv(bio)) drained = false;
-  reinterpret_cast<Stream*>(BIO_get_callback_arg(bio))->socket_drained_ = drained;
+  if (drained && n > 0 && stream->kernel_tls_ && BIO_get_ktls_recv(bio)) drained = false;
+  stream->socket_drained_ = drained;
   *got = n > 0 ? static_cast<size_t>(n) : 0;
   return n > 0 ? 1 : n;  // the read_ex contract
+}
+
+int Stream::transmit(BIO* bio, const char* in, size_t size, size_t* sent) {
+  auto* stream = reinterpret_cast<Stream*>(BIO_get_callback_arg(bio));
+  const int asked = static_cast<int>(std::min<size_t>(size, INT_MAX));
+  int n;
+  if (stream->kernel_tls_) {
+    n = plain_write(bio, in, asked);
+  } else {
+    errno = 0;
+    n = static_cast<int>(::send(stream->fd_, in, static_cast<size_t>(asked), MSG_NOSIGNAL));
+    BIO_clear_retry_flags(bio);
+    if (n <= 0 && BIO_sock_should_retry(n)) BIO_set_retry_write(bio);
+  }
+  *sent = n > 0 ? static_cast<size_t>(n) : 0;
+  return n > 0 ? 1 : n;  // the write_ex contract
+}
+
+long Stream::control(BIO* bio, int command, long number, void* pointer) {
+  if (command == BIO_CTRL_GET_KTLS_SEND || command == BIO_CTRL_GET_KTLS_RECV) {
+    if (!g_kernel_tls_used.load(std::memory_order_relaxed)) return 0;
+  } else if (command == kSetKernelTls) {
+    const long done = plain_ctrl(bio, command, number, pointer);
+    if (done > 0) {
+      g_kernel_tls_used.store(true, std::memory_order_relaxed);
+      if (auto* stream = reinterpret_cast<Stream*>(BIO_get_callback_arg(bio))) {
+        stream->kernel_tls_ = true;
+      }
+    }
+    return done;
+  }
+  return plain_ctrl(bio, command, number, pointer);
 }
 
 Stream::~Stream() {

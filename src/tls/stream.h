@@ -85,10 +85,16 @@ class Stream final : public TlsSession {
   // The socket BIO every stream reads and writes through (see stream.cc); its read keeps
   // socket_drained_.
   static BIO_METHOD* socket_method();
-  static int read_noting_drain(BIO* bio, char* out, size_t size, size_t* got);
+  static int receive(BIO* bio, char* out, size_t size, size_t* got);
+  static int transmit(BIO* bio, const char* in, size_t size, size_t* sent);
+  static long control(BIO* bio, int command, long number, void* pointer);
   static inline int (*plain_read)(BIO*, char*, int) = nullptr;
+  static inline int (*plain_write)(BIO*, const char*, int) = nullptr;
+  static inline long (*plain_ctrl)(BIO*, int, long, void*) = nullptr;
 
   SSL* ssl_;
+  int fd_ = -1;
+  bool kernel_tls_ = false;  // OpenSSL handed a direction to the kernel (kTLS): see control()
   bool socket_drained_ = false;
   bool done_ = false;
   bool shut_ = false;

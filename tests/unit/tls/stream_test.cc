@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -119,6 +120,30 @@ TEST(TlsStream, BareEofReadsAsZeroAndGarbageFailsTheHandshakeWithAReason) {
     EXPECT_NE(server->error().find("handshake"), std::string::npos) << server->error();
     EXPECT_EQ(ERR_peek_error(), 0u);  // nothing left behind for the next connection
   }
+}
+
+// An embedding program may leave SIGPIPE at its default, which ends the process: a write to a
+// peer that has gone must come back as an error instead (the stream sends with MSG_NOSIGNAL).
+TEST(TlsStream, AWriteToAClosedPeerFailsWithoutSigpipe) {
+  Contexts contexts;
+  Pair pair;
+  auto server = Stream::make(contexts.server, pair.fds[0], Stream::Role::kServer);
+  auto client = Stream::make(contexts.client, pair.fds[1], Stream::Role::kClient);
+  ASSERT_TRUE(handshake(*server, *client));
+  EXPECT_FALSE(server->kernel_send());  // no kTLS on a Unix socket
+  client.reset();
+  close(pair.fds[1]);
+  pair.fds[1] = -1;
+  struct sigaction default_action = {}, saved = {};
+  default_action.sa_handler = SIG_DFL;
+  ASSERT_EQ(sigaction(SIGPIPE, &default_action, &saved), 0);
+  errno = 0;
+  const ssize_t written = server->write("late", 4);
+  const int error = errno;
+  sigaction(SIGPIPE, &saved, nullptr);
+  EXPECT_EQ(written, -1);
+  EXPECT_EQ(error, EPIPE) << server->error();
+  EXPECT_NE(server->error().find("write"), std::string::npos);
 }
 
 // The thread's error queue is shared by every connection on it: an error another connection (or
