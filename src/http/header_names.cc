@@ -17,28 +17,28 @@ enum Role : uint8_t {
 // Runs on every header of every proxied or FastCGI message, several times: the length picks
 // the one or two candidates, so most names cost a switch and nothing else.
 uint8_t roles_of(std::string_view name) {
-  auto is = [name](std::string_view candidate) { return ascii_iequals(name, candidate); };
+  auto is = [name](const auto& candidate) { return token_is(name, candidate); };
   switch (name.size()) {
     case 2:
-      return is("TE") ? kHopByHop | kManaged : 0;
+      return is("te") ? kHopByHop | kManaged : 0;
     case 4:
-      return is("Date") ? kSetByConnection : 0;
+      return is("date") ? kSetByConnection : 0;
     case 6:
-      return is("Server") ? kSetByConnection : 0;
+      return is("server") ? kSetByConnection : 0;
     case 7:
-      return is("Upgrade") || is("Trailer") ? kHopByHop | kManaged : 0;
+      return is("upgrade") || is("trailer") ? kHopByHop | kManaged : 0;
     case 10:
-      return is("Connection") || is("Keep-Alive") ? kHopByHop | kManaged : 0;
+      return is("connection") || is("keep-alive") ? kHopByHop | kManaged : 0;
     case 14:
-      return is("Content-Length") ? kFraming | kSetByConnection | kManaged : 0;
+      return is("content-length") ? kFraming | kSetByConnection | kManaged : 0;
     case 16:
-      return is("Proxy-Connection") ? kHopByHop | kManaged : 0;
+      return is("proxy-connection") ? kHopByHop | kManaged : 0;
     case 17:
-      return is("Transfer-Encoding") ? kHopByHop | kFraming | kManaged : 0;
+      return is("transfer-encoding") ? kHopByHop | kFraming | kManaged : 0;
     case 18:
-      return is("Proxy-Authenticate") ? kHopByHop : 0;
+      return is("proxy-authenticate") ? kHopByHop : 0;
     case 19:
-      return is("Proxy-Authorization") ? kHopByHop : 0;
+      return is("proxy-authorization") ? kHopByHop : 0;
     default:
       return 0;
   }

@@ -38,6 +38,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/strings.h"
 #include "http/http1/word_scan.h"
 
 namespace peregrine::http1 {
@@ -101,46 +102,6 @@ inline int HexValue(unsigned char c) {
   c |= 0x20;
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   return -1;
-}
-
-// Case-insensitive comparison of a token against a lowercase literal. Exact for token input:
-// OR-ing 0x20 maps only 'A'-'Z' onto letters, and leaves '-' and digits unchanged. (It is also
-// exact for field-values, where the bytes it could confuse, CR and other CTLs, cannot occur.)
-// Compares 8 or 4 bytes at a time with overlapping loads; N is a constant, so this unrolls.
-template <size_t N>
-inline bool TokenIs(const char* s, size_t len, const char (&lower)[N]) {
-  constexpr size_t n = N - 1;
-  if (len != n) return false;
-  if constexpr (n >= 8) {
-    uint64_t diff = 0;
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-      uint64_t a, b;
-      std::memcpy(&a, s + i, 8);
-      std::memcpy(&b, lower + i, 8);
-      diff |= (a | 0x2020202020202020ULL) ^ b;
-    }
-    if constexpr (n % 8 != 0) {
-      uint64_t a, b;
-      std::memcpy(&a, s + n - 8, 8);
-      std::memcpy(&b, lower + n - 8, 8);
-      diff |= (a | 0x2020202020202020ULL) ^ b;
-    }
-    return diff == 0;
-  } else if constexpr (n >= 4) {
-    uint32_t a1, b1, a2, b2;
-    std::memcpy(&a1, s, 4);
-    std::memcpy(&b1, lower, 4);
-    std::memcpy(&a2, s + n - 4, 4);
-    std::memcpy(&b2, lower + n - 4, 4);
-    return (((a1 | 0x20202020U) ^ b1) | ((a2 | 0x20202020U) ^ b2)) == 0;
-  } else {
-    for (size_t i = 0; i < n; ++i) {
-      if ((static_cast<unsigned char>(s[i]) | 0x20) != static_cast<unsigned char>(lower[i])) {
-        return false;
-      }
-    }
-    return true;
-  }
 }
 
 // Anything beyond the target on a request line: method, two SPs, "HTTP/1.1", CRLF. A line that
@@ -447,15 +408,15 @@ ParseResult ParseHead(const char* p, const char* const end, const ParserLimits& 
 
     switch (name_len) {
       case 4:
-        if (TokenIs(n, name_len, "host")) {
+        if (token_is(h.name, "host")) {
           if (++host_count > 1) return Fail(400, "duplicate Host");
           if (ve != v && !ValidHostPort(v, ve, false)) return Fail(400, "invalid Host");
           host_value = h.value;
         }
         break;
       case 6:
-        if (TokenIs(n, name_len, "expect")) {
-          if (TokenIs(v, static_cast<size_t>(ve - v), "100-continue")) {
+        if (token_is(h.name, "expect")) {
+          if (token_is(h.value, "100-continue")) {
             // RFC 9110 10.1.1: ignored in an HTTP/1.0 request.
             expect_continue = (minor == 1);
           } else if (ve != v) {
@@ -464,22 +425,22 @@ ParseResult ParseHead(const char* p, const char* const end, const ParserLimits& 
         }
         break;
       case 7:
-        if (TokenIs(n, name_len, "upgrade")) upgrade_header |= (ve != v);
+        if (token_is(h.name, "upgrade")) upgrade_header |= (ve != v);
         break;
       case 10:
-        if (TokenIs(n, name_len, "connection")) {
+        if (token_is(h.name, "connection")) {
           bool ok = ForEachToken(v, ve, [&](const char* s, size_t len, bool params) {
             if (params) return false;
-            conn_close |= TokenIs(s, len, "close");
-            conn_keep_alive |= TokenIs(s, len, "keep-alive");
-            conn_upgrade |= TokenIs(s, len, "upgrade");
+            conn_close |= token_is({s, len}, "close");
+            conn_keep_alive |= token_is({s, len}, "keep-alive");
+            conn_upgrade |= token_is({s, len}, "upgrade");
             return true;
           });
           if (!ok) return Fail(400, "invalid Connection");
         }
         break;
       case 14:
-        if (TokenIs(n, name_len, "content-length")) {
+        if (token_is(h.name, "content-length")) {
           int64_t cl = ParseContentLength(v, ve);
           if (cl < 0) return Fail(400, "invalid Content-Length");
           if (content_length >= 0 && cl != content_length) {
@@ -489,10 +450,10 @@ ParseResult ParseHead(const char* p, const char* const end, const ParserLimits& 
         }
         break;
       case 17:
-        if (TokenIs(n, name_len, "transfer-encoding")) {
+        if (token_is(h.name, "transfer-encoding")) {
           te_seen = true;
           bool ok = ForEachToken(v, ve, [&](const char* s, size_t len, bool params) {
-            if (TokenIs(s, len, "chunked")) {
+            if (token_is({s, len}, "chunked")) {
               if (params) return false;
               ++te_chunked_count;
               te_chunked_last = true;

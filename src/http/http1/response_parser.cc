@@ -107,20 +107,20 @@ bool ResponseParser::keep_alive() const {
 bool ResponseParser::parse_field(std::string_view name, std::string_view value) {
   switch (name.size()) {
     case 6:
-      if (capture_server_ && ascii_iequals(name, "server")) head_.server.assign(value);
+      if (capture_server_ && token_is(name, "server")) head_.server.assign(value);
       return true;
     case 10:
-      if (ascii_iequals(name, "connection")) {
+      if (token_is(name, "connection")) {
         ForEachListElement(value, [&](std::string_view token) {
-          if (ascii_iequals(token, "close"))
+          if (token_is(token, "close"))
             head_.connection_close = true;
-          else if (ascii_iequals(token, "keep-alive"))
+          else if (token_is(token, "keep-alive"))
             head_.connection_keep_alive = true;
         });
       }
       return true;
     case 14:
-      if (ascii_iequals(name, "content-length")) {
+      if (token_is(name, "content-length")) {
         bool ok = true;
         bool any = false;
         ForEachListElement(value, [&](std::string_view digits) {
@@ -149,13 +149,13 @@ bool ResponseParser::parse_field(std::string_view name, std::string_view value) 
       }
       return true;
     case 17:
-      if (ascii_iequals(name, "transfer-encoding")) {
+      if (token_is(name, "transfer-encoding")) {
         head_.transfer_encoding = true;
         std::string_view last;
         ForEachListElement(value, [&](std::string_view coding) { last = coding; });
         // Only the last coding matters for framing: chunked last means chunked framing.
         size_t semi = last.find(';');
-        head_.chunked = ascii_iequals(trim_ows(last.substr(0, semi)), "chunked");
+        head_.chunked = token_is(trim_ows(last.substr(0, semi)), "chunked");
       }
       return true;
     default:
