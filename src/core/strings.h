@@ -53,10 +53,10 @@ constexpr bool is_tchar(unsigned char c) {
 // Case-insensitive comparison of a token (a header name, a list element) against a lowercase
 // literal, 8 or 4 bytes at a time with overlapping loads; N is a constant, so this unrolls.
 // Exact for tokens: OR-ing 0x20 maps only 'A'-'Z' onto letters and leaves '-' and digits
-// unchanged. It is also exact for field values, where the one byte it could confuse with '-',
-// CR, cannot occur. Header names and tokens are compared on every header of every request and
-// every proxied or FastCGI response: ascii_iequals, a byte at a time, cost ~5 instructions a
-// byte there.
+// unchanged. It is also exact for field values, where the bytes it could confuse with '-' or a
+// digit, CR and other control characters, cannot occur. Header names and tokens are compared on
+// every header of every request and every proxied or FastCGI response: ascii_iequals, a byte at a
+// time, cost ~5 instructions a byte there.
 template <size_t N>
 inline bool token_is(std::string_view token, const char (&lower)[N]) {
   constexpr size_t n = N - 1;
