@@ -173,6 +173,16 @@ class ServerProcess:
                 return log
             time.sleep(0.02)
 
+    def stderr_once_it_counts(self, text, count, timeout=5.0):
+        """stderr once `text` is in it `count` times or more, or as it is after `timeout` (for
+        the same reason as stderr_once_it_has)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            log = self.stderr()
+            if log.count(text) >= count or time.monotonic() > deadline:
+                return log
+            time.sleep(0.02)
+
     def stdout(self):
         return self._read(self.stdout_path).decode("utf-8", "replace")
 

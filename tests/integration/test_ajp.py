@@ -524,8 +524,9 @@ class TestAjpBasics(TomcatCase):
             status, got = self.echo(srv.port, data)
             self.assertEqual(status, 200)
             self.assertTrue(got == data)
-        self.assertNotIn("[error]", srv.stderr())
-        self.assertEqual(srv.stderr().count("CPONG"), 3, srv.stderr())
+        log = srv.stderr_once_it_counts("CPONG", 3)
+        self.assertNotIn("[error]", log)
+        self.assertEqual(log.count("CPONG"), 3, log)
 
     def test_many_concurrent_requests(self):
         srv = self.start_ajp(workers=2)
