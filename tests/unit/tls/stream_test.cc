@@ -122,8 +122,9 @@ TEST(TlsStream, BareEofReadsAsZeroAndGarbageFailsTheHandshakeWithAReason) {
   }
 }
 
-// An embedding program may leave SIGPIPE at its default, which ends the process: a write to a
-// peer that has gone must come back as an error instead (the stream sends with MSG_NOSIGNAL).
+// The server ignores SIGPIPE as it starts, but a stream should not depend on that: with SIGPIPE
+// at its default, which ends the process, a write to a peer that has gone must come back as an
+// error (the stream sends with MSG_NOSIGNAL).
 TEST(TlsStream, AWriteToAClosedPeerFailsWithoutSigpipe) {
   Contexts contexts;
   Pair pair;
