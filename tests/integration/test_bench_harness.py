@@ -433,21 +433,25 @@ PERF_OUT = """# started on Tue Dec  1 23:49:27 2026
 """
 
 
-def canned_epoll_binary(test):
-    """build/release/canned-epoll, or bench/canned_epoll.cc compiled into a temp dir (the target is
-    not in the default build), so the floor's real behaviour is always tested."""
-    built = os.path.join(harness.REPO, "build", "release", "canned-epoll")
+def bench_tool_binary(test, target, source, libs=()):
+    """build/release/TARGET, or bench/SOURCE compiled into a temp dir (the bench's tools are not in
+    the default build), so the tool's real behaviour is always tested."""
+    built = os.path.join(harness.REPO, "build", "release", target)
     if os.access(built, os.X_OK):
         return built
     compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
     if not compiler:
-        test.skipTest("no canned-epoll build and no C++ compiler")
-    tmp = tempfile.mkdtemp(prefix="canned-epoll-")
+        test.skipTest(f"no {target} build and no C++ compiler")
+    tmp = tempfile.mkdtemp(prefix=f"{target}-")
     test.addCleanup(shutil.rmtree, tmp, True)
-    out = os.path.join(tmp, "canned-epoll")
-    subprocess.run([compiler, "-std=c++20", "-O2", "-o", out, os.path.join(harness.REPO, "bench", "canned_epoll.cc")],
+    out = os.path.join(tmp, target)
+    subprocess.run([compiler, "-std=c++20", "-O2", "-o", out, os.path.join(harness.REPO, "bench", source), *libs],
                    check=True)
     return out
+
+
+def canned_epoll_binary(test):
+    return bench_tool_binary(test, "canned-epoll", "canned_epoll.cc")
 
 
 class IoUringAndFloor(unittest.TestCase):
@@ -637,16 +641,7 @@ class IoUringAndFloor(unittest.TestCase):
         """bench/syscall_cost.cc, real: four positive figures, the batched NOP cheaper than an
         enter of its own (the bound docs/io_uring.md draws from them rests on that), and a
         refusal of a count too small for one batch."""
-        built = os.path.join(harness.REPO, "build", "release", "syscall-cost")
-        if not os.access(built, os.X_OK):
-            compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
-            if not compiler:
-                self.skipTest("no syscall-cost build and no C++ compiler")
-            tmp = tempfile.mkdtemp(prefix="syscall-cost-")
-            self.addCleanup(shutil.rmtree, tmp, True)
-            built = os.path.join(tmp, "syscall-cost")
-            subprocess.run([compiler, "-std=c++20", "-O2", "-o", built,
-                            os.path.join(harness.REPO, "bench", "syscall_cost.cc"), "-luring"], check=True)
+        built = bench_tool_binary(self, "syscall-cost", "syscall_cost.cc", ["-luring"])
         out = subprocess.run([built, "20000"], capture_output=True, text=True, timeout=60, check=True).stdout
         figures = dict(line.rsplit(" ", 2)[:2] for line in out.splitlines())
         self.assertEqual(sorted(figures), ["bare", "recv", "ring x1", "ring x64"], out)
