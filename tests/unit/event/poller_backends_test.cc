@@ -279,9 +279,7 @@ TEST_P(PollerTest, AfterABatchALoneEventIsNotHeldForMore) {
   EXPECT_EQ(forever[0].target, &targets[5]);
 }
 
-// batch_wait_us: how long the wait after a batch holds while more could come. The poller of
-// AfterABatchALoneEventIsNotHeldForMore holds for 100 us; one that holds for 300 ms shows the
-// hold, and 0 turns it off.
+// io_uring's batch wait needs IORING_FEAT_MIN_TIMEOUT (Linux 6.12).
 bool kernel_has_min_timeout() {
   utsname name{};
   int major = 0, minor = 0;
@@ -289,6 +287,9 @@ bool kernel_has_min_timeout() {
          (major > 6 || (major == 6 && minor >= 12));
 }
 
+// batch_wait_us: how long the wait after a batch holds while more could come. The poller of
+// AfterABatchALoneEventIsNotHeldForMore holds for 100 us; one that holds for 300 ms shows the
+// hold, and 0 turns it off.
 class BatchWaitPollerTest : public PollerTest {
  protected:
   // How long a wait takes to report an event that comes `delay_ms` into it (0: one that is
