@@ -152,8 +152,7 @@ bool make_ring(io_uring* ring, unsigned entries, unsigned flags, std::string* er
 
 class UringPoller final : public Poller {
  public:
-  explicit UringPoller(unsigned batch_wait_us)
-      : batch_wait_us_(batch_wait_us), hold_us_(batch_wait_us) {}
+  explicit UringPoller(unsigned batch_wait_us) : hold_us_(batch_wait_us) {}
   // False (and `error` says why) when no ring can be made.
   bool start(unsigned entries, std::string* error) {
     disabled_ = make_ring(&ring_, entries, kSetupFlags | kDeferredFlags, nullptr);
@@ -300,7 +299,7 @@ class UringPoller final : public Poller {
     io_uring_cqe* cqe = nullptr;
     // Completions left over from the last batch (more than it could take) are not held.
     bool held = false;
-    if (batch_wait_us_ > 0 && timeout_ms != 0 && io_uring_cq_ready(&ring_) == 0 &&
+    if (hold_us_ > 0 && timeout_ms != 0 && io_uring_cq_ready(&ring_) == 0 &&
         (ring_.features & IORING_FEAT_MIN_TIMEOUT) && rule_.hold(registered_)) {
       submit_and_wait_batch(timeout_ms);
       held = true;
@@ -424,7 +423,7 @@ class UringPoller final : public Poller {
     // is given the same length: holding for 100 us against epoll's ~150 made a third more
     // wake-ups, and PHP hello cost 1.19x epoll's CPU per request.
     const int slack_ns = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-    if (batch_wait_us_ > 0 && slack_ns > 0) hold_us_ = batch_wait_us_ + slack_ns / 1000;
+    if (hold_us_ > 0 && slack_ns > 0) hold_us_ += slack_ns / 1000;
   }
 
   // False on any thread but the ring's: a worker is destroyed on the main thread after its loop
@@ -756,9 +755,9 @@ class UringPoller final : public Poller {
   std::vector<Slot> slots_;
   uint32_t batch_ = 0;
   BatchWaitRule rule_;
-  unsigned registered_ = 0;                       // descriptors with a target (should_batch_wait)
-  unsigned batch_wait_us_ = kDefaultBatchWaitUs;  // 0: no batch wait
-  unsigned hold_us_ = kDefaultBatchWaitUs;        // the batch wait and the thread's timer slack
+  unsigned registered_ = 0;  // descriptors with a target (should_batch_wait)
+  // The batch wait, and from own() on the thread's timer slack with it; 0: no batch wait.
+  unsigned hold_us_ = kDefaultBatchWaitUs;
 };
 
 }  // namespace
