@@ -166,20 +166,18 @@ class ServerProcess:
         """stderr once every one of `texts` is in it, or as it is after `timeout` (the caller's
         assertIn then fails with it). The error log has its own writer thread, so a line a
         worker logged before answering may reach the file after the client has its answer."""
-        deadline = time.monotonic() + timeout
-        while True:
-            log = self.stderr()
-            if all(t in log for t in texts) or time.monotonic() > deadline:
-                return log
-            time.sleep(0.02)
+        return self._stderr_once(lambda log: all(t in log for t in texts), timeout)
 
     def stderr_once_it_counts(self, text, count, timeout=5.0):
         """stderr once `text` is in it `count` times or more, or as it is after `timeout` (for
         the same reason as stderr_once_it_has)."""
+        return self._stderr_once(lambda log: log.count(text) >= count, timeout)
+
+    def _stderr_once(self, done, timeout):
         deadline = time.monotonic() + timeout
         while True:
             log = self.stderr()
-            if log.count(text) >= count or time.monotonic() > deadline:
+            if done(log) or time.monotonic() > deadline:
                 return log
             time.sleep(0.02)
 
