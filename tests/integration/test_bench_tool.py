@@ -196,6 +196,31 @@ class BenchToolTest(unittest.TestCase):
         self.assertClean(f, 50)
         self.assertEqual(num(f["HTML transferred"]), 50 * 70000)
 
+    def test_workers_never_hold_a_wait(self):
+        # The server's pollers may sleep a moment to gather a batch; the load generator's must
+        # not, or the report adds that sleep to every latency. Its worker threads make no
+        # nanosleep at all (the main thread, whose file under strace -ff holds the execve, ticks
+        # every 20 ms).
+        strace = harness.require_tool("strace", "Debian package strace")
+        srv = self.start_peregrine()
+        tmp = tempfile.mkdtemp(prefix="bench-strace-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        prefix = os.path.join(tmp, "trace")
+        p = subprocess.run([strace, "-ff", "-e", "trace=execve,nanosleep,clock_nanosleep", "-o", prefix, BENCH_BIN,
+                            "-q", "-k", "-n", "20000", "-c", "60", f"http://127.0.0.1:{srv.port}/index.html"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertClean(fields(p.stdout.decode()), 20000)
+        workers = 0
+        for name in os.listdir(tmp):
+            with open(os.path.join(tmp, name)) as f:
+                lines = f.readlines()
+            if any(line.startswith("execve(") for line in lines):
+                continue
+            workers += 1
+            self.assertEqual([line for line in lines if "nanosleep(" in line], [], f"worker thread {name} slept")
+        self.assertGreaterEqual(workers, 1, os.listdir(tmp))
+
     def test_report_has_every_ab_field(self):
         ab_bin = harness.require_tool("ab", "Debian package apache2-utils")
         srv = self.start_peregrine()
