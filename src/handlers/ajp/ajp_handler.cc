@@ -162,8 +162,8 @@ bool AjpExchange::encode_head() {
   std::vector<Header>& headers = handler_.headers_;
   headers.clear();
   for (const Header& h : r.header_list()) {
-    // The body arrives de-chunked; hop-by-hop fields are ours.
-    if (http::is_hop_by_hop(h.name) || ascii_iequals(h.name, "Transfer-Encoding")) continue;
+    // Hop-by-hop fields are ours, Transfer-Encoding among them: the body arrives de-chunked.
+    if (http::is_hop_by_hop(h.name)) continue;
     headers.push_back(h);
   }
   ForwardRequest f;
