@@ -231,6 +231,28 @@ TEST_P(PollerTest, ManyWakeUpsAreOneEvent) {
   EXPECT_TRUE(events[0].readiness & kIn);
 }
 
+// A target's wake-ups are gathered into its own event of this wait, never into the event that
+// sits where its event stood in an earlier wait (another target's now).
+TEST_P(PollerTest, ManyWakeUpsGoToTheirOwnTargetsEvent) {
+  add_pairs(2);
+  wait();  // both writable
+  send_byte(far[0]);
+  std::vector<ReadyEvent> events = wait();  // targets[0] is the first event
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].target, &targets[0]);
+  drain(near[0]);
+  send_byte(far[1]);  // now targets[1] is reported first...
+  usleep(2 * 1000);
+  for (int i = 0; i < 3; ++i) {  // ...and targets[0] after it, woken three times
+    send_byte(far[0]);
+    usleep(2 * 1000);
+  }
+  events = wait();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_TRUE(readiness_of(events, &targets[0]) & kIn);
+  EXPECT_TRUE(readiness_of(events, &targets[1]) & kIn);
+}
+
 // More ready descriptors than one wait() may return: the rest come with the next.
 TEST_P(PollerTest, CapacityLeavesTheRestForTheNextWait) {
   constexpr int kPairs = 40;
