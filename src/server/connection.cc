@@ -147,7 +147,7 @@ Connection::Connection(Worker& worker, int fd, const sockaddr* peer, socklen_t p
       fd_(fd),
       parser_(http1::ParserLimits{
           .max_head_bytes = worker.limits().max_header_bytes,
-          .max_target_bytes = std::min<size_t>(8192, worker.limits().max_header_bytes)}) {
+          .max_target_bytes = std::min<uint32_t>(8192, worker.limits().max_header_bytes)}) {
   timer.owner = this;
   peer_len_ = std::min<socklen_t>(peer_len, sizeof peer_);
   std::memcpy(&peer_, peer, peer_len_);

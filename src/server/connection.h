@@ -153,6 +153,7 @@ class Connection final : public event::Pollable,
   Worker& worker_;
   const ListenerOptions& listener_;  // the worker's Listener outlives its connections
   int fd_;
+  uint32_t requests_ = 0;
   State state_ = State::kHead;
   bool registered_ = false;
   bool keep_alive_ = true;        // false once a response said Connection: close
@@ -173,7 +174,6 @@ class Connection final : public event::Pollable,
   // During on_received: its bytes not yet taken (on its stack: one pointer here, as 10,000 idle
   // connections pay for every byte of this object).
   std::string_view* inbox_ = nullptr;
-  uint32_t requests_ = 0;
   char* buffer_ = nullptr;
   uint32_t start_ = 0;                    // first unconsumed byte
   uint32_t end_ = 0;                      // one past the last received byte

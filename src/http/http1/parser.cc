@@ -532,7 +532,7 @@ ParseResult RequestParser::parse(std::string_view buffer, Request& out) {
     // RFC 9112 2.2: skip empty lines before the request line.
     for (;;) {
       if (pos >= window) {
-        scanned_ = pos;
+        scanned_ = static_cast<uint32_t>(pos);
         if (size > window) {
           ParseResult r = over_limit();
           reset();
@@ -543,7 +543,7 @@ ParseResult RequestParser::parse(std::string_view buffer, Request& out) {
       const char c = buf[pos];
       if (c == '\r') {
         if (pos + 1 >= window) {
-          scanned_ = pos;
+          scanned_ = static_cast<uint32_t>(pos);
           if (size > window) {
             ParseResult r = over_limit();
             reset();
@@ -558,7 +558,7 @@ ParseResult RequestParser::parse(std::string_view buffer, Request& out) {
       if (c == '\n') return fail(400, "bare LF");
       break;
     }
-    line_start_ = pos;
+    line_start_ = static_cast<uint32_t>(pos);
     phase_ = Phase::kRequestLine;
   }
 
@@ -569,7 +569,7 @@ ParseResult RequestParser::parse(std::string_view buffer, Request& out) {
     const size_t w = window < line_cap ? window : line_cap;
     const size_t i = pos < w ? FindLf(buf, pos, w) : w;
     if (i >= w) {
-      scanned_ = w > pos ? w : pos;
+      scanned_ = static_cast<uint32_t>(w > pos ? w : pos);
       if (size > w) {
         ParseResult r = over_limit();
         reset();
@@ -587,7 +587,7 @@ ParseResult RequestParser::parse(std::string_view buffer, Request& out) {
   for (;;) {
     const size_t i = pos < window ? FindLf(buf, pos, window) : window;
     if (i >= window) {
-      scanned_ = window > pos ? window : pos;
+      scanned_ = static_cast<uint32_t>(window > pos ? window : pos);
       if (size > window) {
         ParseResult r = over_limit();
         reset();
