@@ -891,13 +891,12 @@ bool Connection::keep_alive_allowed(const Request& request, const Response& resp
 void Connection::flush() {
   if (sending_) return;  // the poller's send goes first; on_sent flushes what follows
   OutputQueue& queue = pending_ ? *pending_ : worker_.scratch_output();
-  if (receiving_ && state_ != State::kExchange && queue.only_bytes() && !queue.empty() &&
+  if (receiving_ && queue.only_bytes() && !queue.empty() &&
       queue.pending_bytes() <= kPollerSendLimit && worker_.poller().send(fd_, queue.unsent())) {
     // io_uring: the poller sends a copy with its next wait, in the system call that waits, so
-    // an answer costs no send(2). Until it is out the connection waits as if the socket were
-    // full (pending_, the send timeout); larger answers and files take the socket path. So do
-    // exchanges' (proxy, FastCGI, AJP, applications): streamed through the ring, 1,000 stalled
-    // compressed downloads held 3-30x the memory (test_compression, docs/io_uring.md).
+    // an answer costs no send(2), an exchange's (proxy, FastCGI...) as well as the connection's
+    // own. Until it is out the connection waits as if the socket were full (pending_, the send
+    // timeout, an exchange's high-water mark); larger answers and files take the socket path.
     metrics::local().bytes_sent[0].add(queue.unsent().size());
     queue.clear();
     sending_ = true;
