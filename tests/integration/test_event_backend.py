@@ -101,6 +101,7 @@ class EventBackendTest(ServerTestCase):
                                  "127.0.0.1:0", "--proxy", f"http://127.0.0.1:{back.port}", "--workers", "1",
                                  "--access-log", "off", "--event-backend", "io_uring"], name="front")
         conn = http.client.HTTPConnection("127.0.0.1", front.port, timeout=10)
+        trace = os.path.join(self.tmp, "strace.out")
 
         def get():
             conn.request("GET", "/index.html")
@@ -115,7 +116,6 @@ class EventBackendTest(ServerTestCase):
             return sum(lines.count(call + "(") for call in ("sendto", "sendmsg", "write", "writev"))
 
         get()
-        trace = os.path.join(self.root, "..", "strace.out")
         tracer = subprocess.Popen([strace, "-f", "-qq", "-e", "trace=sendto,sendmsg,write,writev", "-o", trace,
                                    "-p", str(front.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
