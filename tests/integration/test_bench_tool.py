@@ -206,8 +206,8 @@ class BenchToolTest(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="bench-strace-")
         self.addCleanup(shutil.rmtree, tmp, True)
         prefix = os.path.join(tmp, "trace")
-        env = dict(os.environ)  # LeakSanitizer cannot run under ptrace: the ASan build's leak check is off here
-        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"), "detect_leaks=0"]))
+        # LeakSanitizer cannot run under ptrace: the ASan build's leak check is off here.
+        env = {**os.environ, **harness.with_asan_options("detect_leaks=0")}
         p = subprocess.run([strace, "-ff", "-e", "trace=execve,nanosleep,clock_nanosleep", "-o", prefix, BENCH_BIN,
                             "-q", "-k", "-n", "20000", "-c", "60", f"http://127.0.0.1:{srv.port}/index.html"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, env=env)
