@@ -891,12 +891,7 @@ bool Connection::keep_alive_allowed(const Request& request, const Response& resp
 void Connection::flush() {
   if (sending_) return;  // the poller's send goes first; on_sent flushes what follows
   OutputQueue& queue = pending_ ? *pending_ : worker_.scratch_output();
-  // While a request body is still coming in, its timer (body_timers) must not give way to the
-  // send timeout, which a send through the poller arms every time: such answers take the
-  // socket path, which arms it only when the socket is full.
-  const bool body_coming =
-      state_ == State::kExchange && flight_ && !flight_->tunnel && !flight_->body.done();
-  if (receiving_ && !body_coming && queue.only_bytes() && !queue.empty() &&
+  if (receiving_ && queue.only_bytes() && !queue.empty() &&
       queue.pending_bytes() <= kPollerSendLimit && worker_.poller().send(fd_, queue.unsent())) {
     // io_uring: the poller sends a copy with its next wait, in the system call that waits, so
     // an answer costs no send(2), an exchange's (proxy, FastCGI...) as well as the connection's
@@ -915,6 +910,12 @@ void Connection::flush() {
         pending_.reset();
         if (timer.list == &worker_.send_timers) event::TimerList::disarm(timer);
         if (!keep_alive_ && state_ != State::kExchange) finish_closing();
+        // The connection has one timer, which the send timeout took while the answer waited
+        // (and nothing was read meanwhile: back-pressure). A request body still to come gets
+        // it back, its silence counted from now.
+        if (state_ == State::kExchange && flight_ && !flight_->tunnel && !flight_->body.done() &&
+            !flight_->body_paused)
+          set_timer(worker_.body_timers);
       }
       return;
     case OutputQueue::FlushResult::kBlocked:

@@ -671,6 +671,53 @@ class TestBodies(ProxyTestCase):
         self.assertEqual((resp.status, resp.body), (413, b"too large for A"))
         self.assert_serving(srv, "/x")
 
+    # The connection has one timer for the client's two directions. While the back end answers
+    # an upload that is still coming in (/duplex), a stall on either side must end it.
+    BIG = 16_000_000  # more than the kernel buffers hold, so the socket fills
+
+    def duplex(self, c, size):
+        c.send(f"POST /duplex?bytes={size} HTTP/1.1\r\nHost: localhost\r\n"
+               "Content-Length: 100000\r\n\r\n" + "x" * 10)
+        _, status, _, _, _ = c.read_head()
+        self.assertEqual(status, 200)
+
+    def test_a_body_stalled_after_the_answer_drained_times_out(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], limits='body_timeout = "1s"\nsend_timeout = "30s"')
+        # A small answer goes out at once (on io_uring through the ring, which arms the send
+        # timeout until it is out); a large one fills the socket first.
+        for size in (1000, self.BIG):
+            with RawClient(srv.port, timeout=10, rcvbuf=4096) as c:
+                t0 = time.monotonic()
+                self.duplex(c, size)
+                if size == self.BIG:
+                    time.sleep(0.5)  # the answer fills the socket: the send timeout takes over
+                got = 0
+                while got < size:  # every byte is read, and the body stays silent
+                    got += len(c._read_exact(int(c._read_line().split(b";")[0], 16)))
+                    self.assertEqual(c._read_exact(2), b"\r\n")
+                self.assertTrue(c.wait_closed(3.5), f"{size} B: a stalled body outlived body_timeout")
+                self.assertGreater(time.monotonic() - t0, 0.8, f"{size} B: closed before body_timeout")
+        self.assert_serving(srv, "/x")
+
+    def test_a_stalled_answer_times_out_while_the_body_trickles_in(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a], limits='body_timeout = "30s"\nsend_timeout = "1s"')
+        with RawClient(srv.port, timeout=10, rcvbuf=4096) as c:
+            self.duplex(c, self.BIG)
+            t0 = time.monotonic()
+            closed = False
+            while time.monotonic() - t0 < 6:  # a byte of body now and then, nothing read
+                try:
+                    c.sock.sendall(b"x")
+                except (BrokenPipeError, ConnectionResetError):
+                    closed = True
+                    break
+                time.sleep(0.2)
+            self.assertTrue(closed, "a client that reads nothing outlived send_timeout")
+            self.assertGreater(time.monotonic() - t0, 0.8, "closed before send_timeout")
+        self.assert_serving(srv, "/x")
+
     def test_head_keeps_the_length(self):
         a = self.backend("A")
         srv = self.proxy_to([a])

@@ -230,6 +230,14 @@ class Backend:
             await writer.drain()
             return False
 
+        if path == "/duplex":  # streams its answer while the body comes in; ends with the body
+            await self.download(writer, int(query.get("bytes", "0")), True, close,
+                                end_chunked=False)
+            await self.read_body(request, reader, lambda data: None)
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+            return not close
+
         digest = hashlib.sha256()
         length = 0
 
@@ -302,7 +310,7 @@ class Backend:
                 out += b"%x\r\n%s\r\n" % (len(piece), piece)
         writer.write(out + b"0\r\n\r\n")
 
-    async def download(self, writer, size, chunked, close, head_only=False):
+    async def download(self, writer, size, chunked, close, head_only=False, end_chunked=True):
         head = ["HTTP/1.1 200 OK", f"X-Backend: {self.id}", "Content-Type: application/octet-stream"]
         head.append("Transfer-Encoding: chunked" if chunked else f"Content-Length: {size}")
         if close:
@@ -319,7 +327,7 @@ class Backend:
                 writer.write(piece)
             left -= len(piece)
             await writer.drain()
-        if chunked:
+        if chunked and end_chunked:
             writer.write(b"0\r\n\r\n")
 
     async def websocket(self, request, reader, writer):
