@@ -15,6 +15,9 @@ namespace peregrine::upstream {
 namespace {
 // php-fpm's listen backlog is full: try the connect again this soon.
 constexpr int64_t kBacklogRetryMs = 5;
+// Requests up to this size may go with the worker's wait on io_uring (send_with_wait_; the
+// poller keeps a copy); longer ones take send(2), as a client's longer answers do.
+constexpr size_t kSendWithWaitLimit = 4 * 1024;
 }  // namespace
 
 UpstreamExchange::UpstreamExchange(const char* protocol, GroupRuntime& group,
@@ -180,8 +183,22 @@ void UpstreamExchange::on_ready(uint32_t readiness) {
 }
 
 bool UpstreamExchange::write_out() {
+  if (conn_->sending()) return true;  // the ring's send goes first; on_sent() writes the rest
   tls::Stream* tls = conn_->tls();
   while (out_sent_ < out_.size()) {
+    const size_t left = out_.size() - out_sent_;
+    if (send_with_wait_ && left <= kSendWithWaitLimit &&
+        conn_->send_with_wait({out_.data() + out_sent_, left})) {
+      // Until it is out, the exchange waits as if the socket were full (the send timeout);
+      // on_sent() then goes on from here.
+      out_sent_ = out_.size();
+      sent_any_ = true;
+      if (!write_blocked_) {
+        write_blocked_ = true;
+        arm_io(group_.config().send_timeout.count());
+      }
+      return true;
+    }
     ssize_t n =
         tls ? tls->write(out_.data() + out_sent_, out_.size() - out_sent_)
             : ::send(conn_->fd(), out_.data() + out_sent_, out_.size() - out_sent_, MSG_NOSIGNAL);
@@ -238,6 +255,15 @@ bool UpstreamExchange::request_bytes_added() {
     return false;
   }
   return true;
+}
+
+void UpstreamExchange::on_sent(bool ok) {
+  if (phase_ != Phase::kActive || !conn_) return;
+  if (!ok) {
+    on_write_error(EPIPE);
+    return;
+  }
+  write_out();
 }
 
 ssize_t UpstreamExchange::receive(char* buffer, size_t size) {

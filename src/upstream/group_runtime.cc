@@ -62,6 +62,17 @@ void UpstreamConnection::on_ready(uint32_t readiness) {
   if (user_) user_->on_ready(readiness);
 }
 
+bool UpstreamConnection::send_with_wait(std::string_view bytes) {
+  if (sending_ || tls_ || fd_ < 0 || !group_->poller_.send(fd_, bytes)) return false;
+  sending_ = true;
+  return true;
+}
+
+void UpstreamConnection::on_sent(bool ok) {
+  sending_ = false;
+  if (user_) user_->on_sent(ok);
+}
+
 void UpstreamConnection::watch_writable(bool on) {
   if (on == writable_watched_ || fd_ < 0) return;
   uint32_t interest =
@@ -320,6 +331,10 @@ void GroupRuntime::put_idle(UpstreamConnection* c) {
   // An idle TLS connection keeps no record buffers (some 34 KB each): OpenSSL allocates them
   // again when the connection is next used.
   if (c->tls_) SSL_free_buffers(c->tls_->ssl());
+  if (c->sending_) {  // answered before its request was all out: the back end broke the protocol
+    close(c);
+    return;
+  }
   // With a cap, idle connections count against it too: a php-fpm child serves one connection
   // at a time, so an idle FCGI_KEEP_CONN connection holds a child.
   if (s.idle_count >= config_.keepalive || c->uses_ >= config_.keepalive_requests ||

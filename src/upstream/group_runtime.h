@@ -64,7 +64,15 @@ class UpstreamConnection final : public event::Pollable,
   // socket): a unix socket reports it each time the peer reads, which would wake the worker for
   // nothing on every request. Connections start watched (connect); users turn it off.
   void watch_writable(bool on);
+  // io_uring: queues a copy of `bytes` to go out with the worker's next wait, in the system
+  // call that waits (no send(2)); the user hears on_sent() once all of it is out. False when
+  // the poller cannot (epoll, TLS, a send already in flight): write with send(2).
+  bool send_with_wait(std::string_view bytes);
+  // A send_with_wait() not yet complete: nothing else may be written before it, and the
+  // connection must not go back to the pool (nor be modified: its completion would be lost).
+  bool sending() const { return sending_; }
   void on_ready(uint32_t readiness) override;
+  void on_sent(bool ok) override;
   void on_timeout() override;
 
  private:
@@ -73,6 +81,7 @@ class UpstreamConnection final : public event::Pollable,
   event::Pollable* user_ = nullptr;  // the exchange using it
   bool idle_ = false;                // in the pool
   bool writable_watched_ = true;
+  bool sending_ = false;
   int fd_ = -1;
   std::unique_ptr<tls::Stream> tls_;
   size_t server_ = 0;

@@ -83,6 +83,7 @@ class FastcgiExchange final : public upstream::UpstreamExchange,
         target_(std::move(target)),
         reader_(kRequestId) {
     kind = &kWaiterKind;
+    send_with_wait_ = true;  // see its comment: PHP gains, where a fast back end would not
     flush_timer_owner_.exchange = this;
     flush_timer_.owner = &flush_timer_owner_;
     // body buffers are taken when a body starts
@@ -638,6 +639,7 @@ void FastcgiExchange::on_client_abort() {
   // the connection rather than wait for the script to notice. A follower goes back to the front
   // of the queue: php-fpm's child fails to write our answer and drops the connection without
   // reading the request behind it, so that one never runs twice.
+  if (conn_->sending()) return;  // the request itself is not out yet: an abort would go first
   std::string abort;
   append_abort_request(abort, kRequestId);
   ssize_t ignored = ::send(conn_->fd(), abort.data(), abort.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
