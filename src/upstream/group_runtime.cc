@@ -74,7 +74,8 @@ void UpstreamConnection::on_sent(bool ok) {
 }
 
 void UpstreamConnection::watch_writable(bool on) {
-  if (on == writable_watched_ || fd_ < 0) return;
+  // Not with a send in flight: a modified registration no longer hears of its send's end.
+  if (on == writable_watched_ || fd_ < 0 || sending_) return;
   uint32_t interest =
       event::kReadable | event::kEdgeTriggered | (on ? uint32_t{event::kWritable} : 0u);
   if (group_->poller_.modify(fd_, interest, this)) writable_watched_ = on;
