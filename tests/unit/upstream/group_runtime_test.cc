@@ -156,7 +156,7 @@ class GroupRuntimeTest : public ::testing::Test {
   int pump() {
     event::ReadyEvent events[32];
     int n = poller_->wait(0, events, 32);
-    for (int i = 0; i < n; ++i) events[i].target->on_ready(events[i].readiness);
+    for (int i = 0; i < n; ++i) events[i].dispatch();
     event::dispose_pending();
     return n;
   }
@@ -676,10 +676,12 @@ TEST_F(GroupRuntimeTest, DestructionLeavesNoWaiterLinked) {
 struct RecordingUser final : event::Pollable {
   int events = 0;
   uint32_t readiness = 0;
+  int sent = 0;  // on_sent(true) calls
   void on_ready(uint32_t r) override {
     ++events;
     readiness |= r;
   }
+  void on_sent(bool ok) override { sent += ok ? 1 : 0; }
 };
 
 class GroupRuntimeConnectionTest : public GroupRuntimeTest {
@@ -794,6 +796,43 @@ TEST_F(GroupRuntimeConnectionTest, PooledConnectionGoesToItsNextUser) {
   EXPECT_TRUE(fd_open(fd));  // in use: data is the user's business, not a reason to close
   g.close(again);
   event::dispose_pending();
+}
+
+// io_uring: a request handed to the poller goes out with the next wait, one at a time, and its
+// end reaches the user; a connection whose send is still on its way never goes to the pool.
+TEST_F(GroupRuntimeConnectionTest, ARingSendGoesWithTheWaitAndKeepsItsConnectionFromThePool) {
+  std::string error;
+  poller_ = event::make_uring_poller(&error);
+  ASSERT_TRUE(poller_) << error;
+  GroupRuntime& g = make_listening();
+  RecordingUser user;
+  UpstreamConnection* c = g.open(0, user);
+  ASSERT_NE(c, nullptr) << std::strerror(errno);
+  int peer = accept_peer();
+  pump();  // connected
+  ASSERT_TRUE(c->send_with_wait("request"));
+  EXPECT_TRUE(c->sending());
+  EXPECT_FALSE(c->send_with_wait("more"));  // one at a time: the caller waits for on_sent
+  char buffer[16];
+  EXPECT_EQ(::recv(peer, buffer, sizeof buffer, MSG_DONTWAIT), -1);  // not before the wait
+  for (int i = 0; i < 100 && user.sent == 0; ++i) pump();
+  EXPECT_EQ(user.sent, 1);
+  EXPECT_FALSE(c->sending());
+  ASSERT_EQ(::recv(peer, buffer, sizeof buffer, MSG_DONTWAIT), 7);
+  EXPECT_EQ(std::string(buffer, 7), "request");
+  g.put_idle(c);
+  ASSERT_EQ(g.take_idle(0, user), c);  // sent: pooled and taken again
+
+  ASSERT_TRUE(c->send_with_wait("second"));
+  g.put_idle(c);  // its send still on its way: closed, not pooled
+  EXPECT_EQ(g.take_idle(0, user), nullptr);
+  bool closed = false;
+  for (int i = 0; i < 100 && !closed; ++i) {
+    pump();
+    closed = peer_closed(peer);  // (reads past what the cancelled send may have delivered)
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(user.sent, 1);  // a closed connection's send is nobody's news
 }
 
 TEST_F(GroupRuntimeConnectionTest, HandOverPassesReadinessToTheNextUserAndCountsAUse) {
