@@ -800,6 +800,30 @@ class TestProxy(ServerTestCase):
                         "the server stops opening the window once the back end stops reading")
         self.assertGreater(sent, 65535, "and opened it while the back end took bytes")
 
+    def test_an_upload_stalled_after_the_answer_is_read_times_out(self):
+        # As over HTTP/1.1 (test_proxy.py, TestBodies): the back end streams its answer while the
+        # body comes in (/duplex); the client reads all of it, then sends no more body.
+        root = self.make_root({"y": "y"}, name="www2")
+        srv = self.start_config(h2_config(
+            root, top=upstream_toml("app", [self.backend.address]),
+            routes=route_toml("/", proxy="http://app"),
+            limits='body_timeout = "1s"\nsend_timeout = "30s"'))
+        c = RawH2(srv.port)
+        self.addCleanup(c.close)
+        size = 1000
+        t0 = time.monotonic()
+        c.send(c.get(1, f"/duplex?bytes={size}", [("content-length", "100000")], "POST",
+                     end_stream=False), c.data(1, b"x" * 10))
+        got = 0
+        while got < size:
+            f = c.until(lambda f: isinstance(f, (DataFrame, RstStreamFrame, GoAwayFrame)))
+            self.assertIsInstance(f, DataFrame, f"the answer's bytes; frames {c.frames[-5:]}")
+            if f.stream_id == 1:
+                got += len(f.data)
+        self.assertTrue(c.closed(timeout=3.5), "a stalled upload outlived body_timeout")
+        self.assertGreater(time.monotonic() - t0, 0.8, "closed before body_timeout")
+        self.assertTrue(any(isinstance(f, GoAwayFrame) for f in c.frames), "a GOAWAY first")
+
     def test_small_windows_streamed_download(self):
         # Windows of 16 KB: the streamed body waits for each WINDOW_UPDATE (DATA deferred and
         # resumed, the exchange told kFull and then on_writable) and arrives whole.
