@@ -605,6 +605,42 @@ class ServerTestCase(unittest.TestCase):
             argv += ["--access-log", access_log]
         return self.start_argv(argv + list(extra))
 
+    def count_syscalls(self, pid, calls, attached_by, request, times):
+        """Runs `request()` `times` times with strace attached to every thread of process `pid`;
+        returns ({call: how often it was made meanwhile}, the trace's last 2,000 characters).
+        strace attaches on its own time: `request()` repeats until a call of `attached_by` shows."""
+        strace = require_tool("strace", "Debian package strace")
+        trace = os.path.join(self.tmp, "strace.out")
+
+        def counted():
+            if not os.path.exists(trace):
+                return dict.fromkeys(calls, 0)
+            with open(trace) as f:
+                text = f.read()
+            return {call: text.count(call + "(") for call in calls}
+
+        request()
+        tracer = subprocess.Popen([strace, "-f", "-qq", "-e", "trace=" + ",".join(calls), "-o", trace,
+                                   "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                request()
+                before = counted()
+                if before[attached_by] or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            self.assertGreater(before[attached_by], 0, f"strace saw no {attached_by}")
+            for _ in range(times):
+                request()
+        finally:
+            tracer.send_signal(signal.SIGINT)
+            tracer.wait(timeout=10)
+        after = counted()
+        with open(trace) as f:
+            tail = f.read()[-2000:]
+        return {call: after[call] - before[call] for call in calls}, tail
+
     def write_config(self, text, name="peregrine.toml"):
         path = os.path.join(self.tmp, name)
         with open(path, "w") as f:

@@ -4,12 +4,9 @@ profile refuses it (here a filter of our own, python3-seccomp), epoll with one w
 why, serving as before; `io_uring` asked for by name there refuses to start.
 """
 import http.client
-import os
-import signal
 import subprocess
-import time
 
-from harness import PEREGRINE_BIN, ServerTestCase, main, make_config, missing, require_tool
+from harness import PEREGRINE_BIN, ServerTestCase, main, make_config, missing
 
 # Debian's python3-seccomp is a module of the system's python3.
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -94,48 +91,22 @@ class EventBackendTest(ServerTestCase):
         # An exchange's answer goes out through the ring like a static file's (docs/io_uring.md,
         # "Sending through the ring"): the front's only send(2) per request is the one to the
         # back end. Counted with strace attached to every thread of the running front.
-        strace = require_tool("strace", "Debian package strace")
         back = self.start_argv([PEREGRINE_BIN, "--listen", "127.0.0.1:0", "--root", self.root, "--workers", "1",
                                 "--access-log", "off"], name="back")
         front = self.start_argv([SYSTEM_PYTHON, "-c", EXEC_UNDER_FILTER, "allow", PEREGRINE_BIN, "--listen",
                                  "127.0.0.1:0", "--proxy", f"http://127.0.0.1:{back.port}", "--workers", "1",
                                  "--access-log", "off", "--event-backend", "io_uring"], name="front")
         conn = http.client.HTTPConnection("127.0.0.1", front.port, timeout=10)
-        trace = os.path.join(self.tmp, "strace.out")
 
         def get():
             conn.request("GET", "/index.html")
             response = conn.getresponse()
             self.assertEqual((response.status, response.read()), (200, b"hello\n"))
 
-        def sends_traced():
-            if not os.path.exists(trace):
-                return 0
-            with open(trace) as f:
-                lines = f.read()
-            return sum(lines.count(call + "(") for call in ("sendto", "sendmsg", "write", "writev"))
-
-        get()
-        tracer = subprocess.Popen([strace, "-f", "-qq", "-e", "trace=sendto,sendmsg,write,writev", "-o", trace,
-                                   "-p", str(front.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            deadline = time.monotonic() + 10
-            while True:  # attached once a request's send to the back end shows
-                get()
-                before = sends_traced()
-                if before or time.monotonic() > deadline:
-                    break
-                time.sleep(0.1)
-            self.assertGreater(before, 0, "strace saw no send")
-            requests = 100
-            for _ in range(requests):
-                get()
-        finally:
-            tracer.send_signal(signal.SIGINT)
-            tracer.wait(timeout=10)
-        sends = sends_traced() - before
-        with open(trace) as f:
-            tail = f.read()[-2000:]
+        requests = 100
+        counts, tail = self.count_syscalls(front.pid, ("sendto", "sendmsg", "write", "writev"), "sendto", get,
+                                           requests)
+        sends = sum(counts.values())
         # One per request to the back end; the answers to the client would make it 2 per request.
         self.assertGreaterEqual(sends, requests, tail)
         self.assertLess(sends, requests * 1.2, tail)
