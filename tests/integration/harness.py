@@ -496,8 +496,8 @@ MEMORY_MEASURED_ENV = with_asan_options("quarantine_size_mb=0")
 
 
 def serve_each_connection(listener, serve):
-    """Accepts on `listener` until it is closed, each connection served by serve(conn) in a
-    thread of its own: a raw peer for tests that need one the real peers cannot play."""
+    """Accepts on `listener`, each connection served by serve(conn) in a thread of its own: a raw
+    peer for tests that need one the real peers cannot play. Returns stop(), for addCleanup."""
     def accept():
         while True:
             try:
@@ -505,7 +505,21 @@ def serve_each_connection(listener, serve):
             except OSError:
                 return
             threading.Thread(target=serve, args=(conn,), daemon=True).start()
-    threading.Thread(target=accept, daemon=True).start()
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    return lambda: stop_listening(listener, thread)
+
+
+def stop_listening(listener, accept_thread):
+    """Closes a listener that `accept_thread` may be blocked on. close() alone would leave that
+    accept(2) holding the socket, still listening on its port, and a later connection to the port
+    would land in a stale peer; shutdown() wakes the accept (EINVAL) and stops the listening."""
+    try:
+        listener.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    accept_thread.join(10)
+    listener.close()
 
 
 def built_with_asan(binary=PEREGRINE_BIN):

@@ -714,7 +714,7 @@ class ContainerBreakingItsContentLengthTest(ServerTestCase):
                 except OSError:
                     pass
 
-        serve_each_connection(listener, answer)
+        self.addCleanup(serve_each_connection(listener, answer))
         return listener.getsockname()[1]
 
     def get_closing(self, port):

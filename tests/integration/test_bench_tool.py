@@ -126,12 +126,10 @@ class RawServer:
 
     def close(self):
         self.stopping = True
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        harness.stop_listening(self.sock, self.thread)
         for c in self.conns:
             try:
+                c.shutdown(socket.SHUT_RDWR)  # wakes its _serve thread, as close() alone would not
                 c.close()
             except OSError:
                 pass
@@ -460,17 +458,11 @@ class BenchToolTest(unittest.TestCase):
         sock.listen(16)
         port = sock.getsockname()[1]
 
-        def serve():
-            while True:
-                try:
-                    c, _ = sock.accept()
-                except OSError:
-                    return
-                c.recv(65536)
-                c.sendall(length_response(b"v6"))
-                c.close()
-        threading.Thread(target=serve, daemon=True).start()
-        self.addCleanup(sock.close)
+        def serve(c):
+            c.recv(65536)
+            c.sendall(length_response(b"v6"))
+            c.close()
+        self.addCleanup(harness.serve_each_connection(sock, serve))
         rc, out, err, _ = run_bench(["-q", "-n", "5", f"http://[::1]:{port}/"])
         f = fields(out)
         self.assertClean(f, 5)
@@ -511,7 +503,7 @@ class BenchToolTest(unittest.TestCase):
             except (OSError, ssl.SSLError):
                 pass
 
-        harness.serve_each_connection(lsock, serve)
+        self.addCleanup(harness.serve_each_connection(lsock, serve))
         rc, out, err, _ = run_bench(["-q", "-k", "-n", "40", "-c", "2", f"https://localhost:{port}/"])
         f = fields(out)
         self.assertClean(f, 40)
@@ -742,7 +734,7 @@ class BenchH2ResetTest(unittest.TestCase):
             finally:
                 conn.close()
 
-        harness.serve_each_connection(lsock, serve)
+        self.addCleanup(harness.serve_each_connection(lsock, serve))
         rc, out, err, _ = run_bench(["-q", "--h2", "-m", "4", "-n", "400", "-c", "2",
                                      f"http://127.0.0.1:{port}/"], timeout=60)
         f = fields(out)

@@ -16,13 +16,12 @@ import socket
 import subprocess
 import sys
 import ctypes
-import threading
 import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (RawClient, ServerTestCase, check_answered_beside_a_stream, h2c,  # noqa: E402
-                     main, make_config, q, STATIC_FALLBACK)
+                     main, make_config, q, serve_each_connection, STATIC_FALLBACK)
 from hyperframe.frame import DataFrame, HeadersFrame, SettingsFrame, WindowUpdateFrame  # noqa: E402
 import phpfpm  # noqa: E402
 import test_http2  # noqa: E402
@@ -427,15 +426,7 @@ class TextBackend:
         self.text = text
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return  # closed
-            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+        self.close = serve_each_connection(self.listener, self.serve)
 
     def serve(self, conn):
         with conn:
@@ -454,9 +445,6 @@ class TextBackend:
     def answer(self, conn, request):
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
                      b"Content-Length: %d\r\n\r\n" % len(self.text) + self.text)
-
-    def close(self):
-        self.listener.close()
 
 
 class EndlessBackend(TextBackend):
