@@ -18,7 +18,8 @@ constexpr unsigned kMinBatchWait = 2;
 // of working at once (at 5 and 10 keep-alive connections that cost 7-40 % of the requests per
 // second).
 constexpr unsigned kMinOthersForBatchWait = 16;
-// io_uring's wait ends early once this many completions are ready.
+// io_uring's wait ends early once this many completions are ready, besides those of the replies
+// queued since the last wait (up to as many again).
 constexpr unsigned kMaxBatchWait = 64;
 
 // Whether the next wait holds for the batch wait, to wake once for what would have been several
