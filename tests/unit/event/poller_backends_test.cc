@@ -4,13 +4,11 @@
 #include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -19,6 +17,7 @@
 
 #include "event/poller.h"
 #include "loopback_listener.h"
+#include "min_timeout_support.h"
 
 namespace peregrine::event {
 namespace {
@@ -301,14 +300,6 @@ TEST_P(PollerTest, AfterABatchALoneEventIsNotHeldForMore) {
   EXPECT_EQ(forever[0].target, &targets[5]);
 }
 
-// io_uring's batch wait needs IORING_FEAT_MIN_TIMEOUT (Linux 6.12).
-bool kernel_has_min_timeout() {
-  utsname name{};
-  int major = 0, minor = 0;
-  return uname(&name) == 0 && std::sscanf(name.release, "%d.%d", &major, &minor) == 2 &&
-         (major > 6 || (major == 6 && minor >= 12));
-}
-
 // batch_wait_us: how long the wait after a batch holds while more could come. The poller of
 // AfterABatchALoneEventIsNotHeldForMore holds for 100 us; one that holds for 300 ms shows the
 // hold, and 0 turns it off.
@@ -350,7 +341,7 @@ class BatchWaitPollerTest : public PollerTest {
 };
 
 TEST_P(BatchWaitPollerTest, ALoneEventIsHeldForTheSettingsTime) {
-  if (GetParam() == Backend::kIoUring && !kernel_has_min_timeout())
+  if (GetParam() == Backend::kIoUring && !test_support::kernel_has_min_timeout())
     GTEST_SKIP() << "no IORING_FEAT_MIN_TIMEOUT (Linux 6.12)";
   const std::chrono::milliseconds took = lone_event_after_a_batch(300 * 1000);
   EXPECT_GE(took.count(), 250);
@@ -360,7 +351,7 @@ TEST_P(BatchWaitPollerTest, ALoneEventIsHeldForTheSettingsTime) {
 // An event that is there when the wait starts is held as well: going on at once with the one
 // or two ready made smaller batches and cost more per request (epoll_poller.cc).
 TEST_P(BatchWaitPollerTest, AnEventReadyAlreadyIsHeldToo) {
-  if (GetParam() == Backend::kIoUring && !kernel_has_min_timeout())
+  if (GetParam() == Backend::kIoUring && !test_support::kernel_has_min_timeout())
     GTEST_SKIP() << "no IORING_FEAT_MIN_TIMEOUT (Linux 6.12)";
   const std::chrono::milliseconds took = lone_event_after_a_batch(300 * 1000, 40, 12, 0);
   EXPECT_GE(took.count(), 250);
@@ -371,7 +362,7 @@ TEST_P(BatchWaitPollerTest, AnEventReadyAlreadyIsHeldToo) {
 // io_uring's holds for all of it, so that the two backends gather the same batches under load,
 // where the nanosleep does end late (uring_poller.cc, own()).
 TEST_P(BatchWaitPollerTest, TheHoldIncludesTheTimerSlack) {
-  if (GetParam() == Backend::kIoUring && !kernel_has_min_timeout())
+  if (GetParam() == Backend::kIoUring && !test_support::kernel_has_min_timeout())
     GTEST_SKIP() << "no IORING_FEAT_MIN_TIMEOUT (Linux 6.12)";
   const int slack_ns = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
   ASSERT_EQ(prctl(PR_SET_TIMERSLACK, 200'000'000UL, 0, 0, 0), 0);
