@@ -193,10 +193,7 @@ bool UpstreamExchange::write_out() {
       // on_sent() then goes on from here.
       out_sent_ = out_.size();
       sent_any_ = true;
-      if (!write_blocked_) {
-        write_blocked_ = true;
-        arm_io(group_.config().send_timeout.count());
-      }
+      wait_to_write();
       return true;
     }
     ssize_t n =
@@ -210,10 +207,7 @@ bool UpstreamExchange::write_out() {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) {
       conn_->watch_writable(true);  // tell us when it drains
-      if (!write_blocked_) {
-        write_blocked_ = true;
-        arm_io(group_.config().send_timeout.count());
-      }
+      wait_to_write();
       return true;
     }
     on_write_error(n < 0 ? errno : EPIPE);
@@ -240,6 +234,12 @@ bool UpstreamExchange::write_out() {
     return phase_ != Phase::kDone;
   }
   return true;
+}
+
+void UpstreamExchange::wait_to_write() {
+  if (write_blocked_) return;
+  write_blocked_ = true;
+  arm_io(group_.config().send_timeout.count());
 }
 
 bool UpstreamExchange::request_bytes_added() {

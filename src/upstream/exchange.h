@@ -258,6 +258,9 @@ class UpstreamExchange : public handlers::Exchange,
   void connected();
   void on_io_timeout();
   void read_again();
+  // The request waits for room (a full socket, or the ring's send under way): under the send
+  // timeout, armed when the wait starts.
+  void wait_to_write();
 
   event::TimerNode io_timer_;
   IoTimerOwner io_timer_owner_;
