@@ -105,7 +105,8 @@ class ServerProcess:
     def __init__(self, argv, workdir, log_path=None, name="server", env=None):
         self.argv = list(argv)
         self.env = {**os.environ, **env} if env else None
-        if EVENT_BACKEND and self.argv and self.argv[0] == PEREGRINE_BIN:
+        # The tier's backend, unless the test names one itself: it tests that one.
+        if EVENT_BACKEND and self.argv and self.argv[0] == PEREGRINE_BIN and "--event-backend" not in self.argv:
             self.argv += ["--event-backend", EVENT_BACKEND]
         self.workdir = workdir
         self.name = name

@@ -28,7 +28,8 @@ import threading
 import time
 
 import phpfpm
-from harness import HERE, RawClient, ServerTestCase, main, make_config, proc_status_kb, q, sha256
+from harness import (HERE, PEREGRINE_BIN, RawClient, ServerTestCase, main, make_config, proc_status_kb,
+                     q, sha256)
 
 PHP_DIR = os.path.join(HERE, "php")
 
@@ -864,8 +865,8 @@ class RingSendTest(FastcgiTestCase):
         # the server makes no send(2) at all, while it still reads php-fpm's answers with
         # recv(2). Counted with strace attached to every thread of the running server.
         routes = PHP_ROUTE.format(extra="") + STATIC_ROUTE
-        srv = self.start_config(make_config(self.root, top='event_backend = "io_uring"\n' + self.upstream(),
-                                            routes=routes))
+        path = self.write_config(make_config(self.root, top=self.upstream(), routes=routes))
+        srv = self.start_argv([PEREGRINE_BIN, "-c", path, "--event-backend", "io_uring"])
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
 
         def get():
