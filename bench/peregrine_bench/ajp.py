@@ -12,6 +12,7 @@ p99, errors (socket errors + non-2xx), and the front's CPU time per request (sch
 processes and threads).
 
     /usr/bin/python3 bench/peregrine_bench/ajp.py [--duration 5] [--runs 1] [--conns 100,500,1000]
+        [--event-backend io_uring]
 
 A standalone runner beside bench/run.py: Tomcat's JVM and Apache's config do not fit the
 driver's one-server-per-class shape. python3 stdlib only; only 127.0.0.1 is targeted.
@@ -89,11 +90,12 @@ class Front:
 
 
 class PeregrineFront(Front):
-    def __init__(self, name, workdir, route, workers, binary=PEREGRINE):
+    def __init__(self, name, workdir, route, workers, binary=PEREGRINE, event_backend=""):
         super().__init__(name, workdir)
         self.binary = binary
+        backend = f'event_backend = "{event_backend}"\n' if event_backend else ""
         with open(os.path.join(self.dir, "peregrine.toml"), "w") as f:
-            f.write(f'listen = ["127.0.0.1:{self.port}"]\nworkers = {workers}\n'
+            f.write(f'listen = ["127.0.0.1:{self.port}"]\nworkers = {workers}\n{backend}'
                     f'[limits]\nmax_connections = 20000\n'
                     f'[[site]]\nhosts = ["localhost"]\ndefault = true\nroot = "{self.dir}"\n'
                     f'access_log = "off"\n[[site.route]]\nprefix = "/"\n{route}\n')
@@ -134,16 +136,18 @@ MaxSpareThreads 2048
         return [APACHE, "-f", os.path.join(self.dir, "httpd.conf"), "-DFOREGROUND"]
 
 
-def make_fronts(workdir, t, workers, builds=()):
+def make_fronts(workdir, t, workers, builds=(), event_backend=""):
     ajp = f"ajp://127.0.0.1:{t.ajp_port}"
     ajp_route = f'ajp = "{ajp}"\najp_secret = "{SECRET}"'
     if builds:
-        return [PeregrineFront(f"peregrine-ajp-{label}", workdir, ajp_route, workers, binary)
+        return [PeregrineFront(f"peregrine-ajp-{label}", workdir, ajp_route, workers, binary,
+                               event_backend)
                 for label, binary in builds]
     fronts = [
-        PeregrineFront("peregrine-ajp", workdir, ajp_route, workers),
+        PeregrineFront("peregrine-ajp", workdir, ajp_route, workers, event_backend=event_backend),
         PeregrineFront("peregrine-http", workdir, f'proxy = "http://127.0.0.1:{t.http_port}"\n'
-                                                  f'x_forwarded = false', workers),
+                                                  f'x_forwarded = false', workers,
+                       event_backend=event_backend),
     ]
     if os.access(APACHE, os.X_OK):
         jk = os.path.join(workdir, "apache-mod_jk")
@@ -186,6 +190,8 @@ def main(argv=None):
     p.add_argument("--pages", default=",".join(PAGES))
     p.add_argument("--fronts", default="", help="comma-separated subset of the front names")
     p.add_argument("--workers", type=int, default=1, help="Peregrine's workers (one CPU: 1)")
+    p.add_argument("--event-backend", choices=("epoll", "io_uring", "auto"), default="",
+                   help="Peregrine's event_backend (default: its own default, epoll)")
     p.add_argument("--peregrine-binary", action="append", default=[], metavar="LABEL=PATH",
                    help="compare builds instead of fronts: one AJP front per build, named "
                         "peregrine-ajp-LABEL, measured in turns (repeat the option)")
@@ -203,7 +209,7 @@ def main(argv=None):
     try:
         t.start()
         t.warm_up(["/small.jsp", "/slow.jsp"])
-        fronts = make_fronts(workdir, t, args.workers, builds)
+        fronts = make_fronts(workdir, t, args.workers, builds, args.event_backend)
         if args.fronts:
             fronts = [f for f in fronts if f.name in args.fronts.split(",")]
         for f in fronts:
