@@ -73,7 +73,9 @@ class AjpExchange final : public upstream::UpstreamExchange,
       : UpstreamExchange("ajp", handler.group_, request, downstream, handler.env_.timers,
                          handler.env_.clock),
         handler_(handler),
-        reader_(handler.options_.packet_size) {}
+        reader_(handler.options_.packet_size) {
+    send_with_wait_ = true;  // see its comment: Tomcat, like php-fpm, is slow beside the batch
+  }
 
   ~AjpExchange() override {
     Spares<std::string, ResponseBody>::give(body_);
