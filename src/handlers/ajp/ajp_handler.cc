@@ -74,7 +74,7 @@ class AjpExchange final : public upstream::UpstreamExchange,
                          handler.env_.clock),
         handler_(handler),
         reader_(handler.options_.packet_size) {
-    send_with_wait_ = true;  // see its comment: Tomcat, like php-fpm, is slow beside the batch
+    send_with_wait_ = true;  // see its comment: Tomcat, like php-fpm, is slow to answer anyway
   }
 
   ~AjpExchange() override {
