@@ -25,6 +25,13 @@ from .tls import make_certificate
 from .servers import ALL_SERVERS, DEFAULT_PEREGRINE, KNOWN_SERVERS, SERVER_CLASSES, Peregrine, peregrine_variant
 
 
+
+def error_kinds(r):
+    """Which errors a run's count is made of ("read 81, non-2xx 0"), for the run's line: a count
+    alone, seen once and not again, says nothing about where to look."""
+    kinds = [f"{k} {v}" for k, v in (r.get("socket_errors") or {}).items() if v]
+    return ", ".join(kinds + [f"non-2xx {r.get('non_2xx_3xx') or 0}"])
+
 def start_servers(names, scen_dir, docroot, nofile, args, check_paths, scenario=None, backend=None):
     servers = []
     try:
@@ -132,6 +139,8 @@ def run_load_scenario(name, names, ctx, args):
                     extra += f"  {r['protocol']}"
                 if r.get("keep_alive") is not None:
                     extra += f"  p50 {fmt(r['p50_ms'], '.0f')} ms  keep-alive {r['keep_alive']}/{r['complete']}"
+                if r["errors"]:
+                    extra += "  (" + error_kinds(r) + ")"
                 log(f"   [{name}] {s.name:<{nw}} run {i + 1}/{args.runs} {r['rps']:10.0f} req/s "
                     f"{fmt(r['cpu_us_per_req'], '7.2f')} us/req (ticks: {fmt(r['cpu_us_per_req_ticks'], '.2f')}) "
                     f"p99 {fmt(r['p99_ms'], '.2f')} ms  errors {r['errors']}  "

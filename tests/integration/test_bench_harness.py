@@ -78,6 +78,10 @@ class WrkOutput(unittest.TestCase):
         self.assertEqual(r["errors"], 0)
         self.assertEqual(r["socket_errors"], {"connect": 0, "read": 0, "write": 0, "timeout": 0})
 
+    def test_a_run_line_names_its_kinds_of_error(self):
+        self.assertEqual(driver.error_kinds(load.parse_wrk(WRK_OUT)),
+                         "connect 1, read 3, timeout 2, non-2xx 5")
+
     def test_no_requests_line_is_an_error(self):
         with self.assertRaises(BenchError):
             load.parse_wrk("unable to connect to 127.0.0.1:1 Connection refused\n")
