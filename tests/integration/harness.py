@@ -656,6 +656,16 @@ class ServerTestCase(unittest.TestCase):
             tail = f.read()[-2000:]
         return {call: after[call] - before[call] for call in calls}, tail
 
+    def assert_sends_go_with_the_wait(self, pid, request, requests=50):
+        """Runs `request()` `requests` times under strace (count_syscalls) and checks that the
+        server sent its requests to the back end through the io_uring ring: fewer than one
+        send(2) in ten requests (with send(2): one per request), while it still read every answer
+        with recv(2), which also shows that strace saw the requests."""
+        sends = ("sendto", "sendmsg", "write", "writev")
+        counts, tail = self.count_syscalls(pid, sends + ("recvfrom",), "recvfrom", request, requests)
+        self.assertGreaterEqual(counts["recvfrom"], requests, tail)
+        self.assertLess(sum(counts[call] for call in sends), requests * 0.1, tail)
+
     def write_config(self, text, name="peregrine.toml"):
         path = os.path.join(self.tmp, name)
         with open(path, "w") as f:
