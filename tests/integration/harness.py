@@ -710,6 +710,27 @@ class ServerTestCase(unittest.TestCase):
         status, _, _ = self.get(srv.port, path)
         self.assertLess(status, 500, f"server answers {status} to GET {path} {msg}")
 
+    def load_losing_nothing(self, url, disturb, connections=64, seconds=4):
+        """wrk on `url` with `connections` keep-alive connections for `seconds` while `disturb()`
+        runs in this thread; fails unless every request got a 2xx or 3xx answer within wrk's
+        --timeout. Returns the number of requests."""
+        wrk = subprocess.Popen([require_tool("wrk", "wrk"), "-t", "1", "-c", str(connections),
+                                "-d", f"{seconds}s", "--timeout", "5s", url],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            disturb()
+            out, _ = wrk.communicate(timeout=seconds + 30)
+        finally:
+            if wrk.poll() is None:
+                wrk.kill()
+                wrk.wait()
+        self.assertEqual(wrk.returncode, 0, out)
+        requests = re.search(r"(\d+) requests in", out)
+        self.assertIsNotNone(requests, out)
+        self.assertNotIn("Socket errors", out, out)  # connect, read, write or timeout
+        self.assertNotIn("Non-2xx or 3xx responses", out, out)
+        return int(requests.group(1))
+
     def wait_for(self, predicate, timeout=3.0, interval=0.05, msg="condition"):
         deadline = time.monotonic() + timeout
         while True:

@@ -4,6 +4,7 @@ for, and stopped. The rest of the config is what every such test needs and nothi
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -16,18 +17,24 @@ CONNECTION_LOG = "$connection $connection_requests $ssl_session_reused $request_
 
 
 class NginxPeer:
-    def __init__(self, prefix, servers, ports, log_format=CONNECTION_LOG, http_extra=""):
-        """`servers`: the server blocks; `ports`: the loopback ports they listen on, waited for."""
+    def __init__(self, prefix, servers, ports, log_format=CONNECTION_LOG, http_extra="",
+                 master=False):
+        """`servers`: the server blocks; `ports`: the loopback ports they listen on, waited for.
+        `master`: a master process and one worker, as nginx runs in production, so that reload()
+        replaces the worker as a deploy does."""
         self.binary = harness.require_tool("nginx", "nginx-light", shutil.which("nginx") or "/usr/sbin/nginx")
         self.prefix = prefix
         self.access_log = os.path.join(prefix, "access.log")
         self.error_log = os.path.join(prefix, "error.log")
         os.makedirs(prefix, exist_ok=True)
         conf = os.path.join(prefix, "nginx.conf")
+        # As root, the worker would otherwise run as nobody, who cannot read the tests' files.
+        process = ("master_process on;\nworker_processes 1;\n"
+                   + ("user root;\n" if os.geteuid() == 0 else "")) if master else "master_process off;"
         with open(conf, "w") as f:
             f.write(f"""
 daemon off;
-master_process off;
+{process}
 pid {prefix}/nginx.pid;
 error_log {self.error_log};
 events {{ worker_connections 1024; }}
@@ -67,6 +74,11 @@ http {{
                 return [line.split() for line in f if marker in line]
         except FileNotFoundError:
             return []
+
+    def reload(self):
+        """SIGHUP: the master starts a worker on the config and lets the old one finish
+        gracefully, closing its idle keep-alive connections (`master=True` only)."""
+        self.proc.send_signal(signal.SIGHUP)
 
     def stop(self):
         if self.proc.poll() is None:
