@@ -940,7 +940,14 @@ void Connection::arm_send_timer() {
 }
 
 void Connection::become_idle_or_wait() {
-  if (state_ == State::kClosed || state_ == State::kLinger || pending_) return;
+  if (state_ == State::kClosed || state_ == State::kLinger) return;
+  if (pending_) {
+    // The poller's send (io_uring) has its own copy of the answer: with no further request
+    // here, the buffer is spent. Held until the send completed, each connection of a batch kept
+    // its own, and the pool grew to its 256 spares (5 MB) at 1,000 connections.
+    if (sending_ && state_ == State::kHead && start_ == end_) release_buffer();
+    return;
+  }
   if (state_ == State::kExchange) {
     if (!ensure_registered()) close_now();
     return;
