@@ -185,6 +185,10 @@ struct WorkerMetrics {
   Gauge connections_reading;
   Gauge connections_writing;
   Gauge connections_idle;
+  // The worker's request buffers (max_header_bytes + 4 KiB each): held by connections, and kept
+  // for reuse (at most 256).
+  Gauge read_buffers_in_use;
+  Gauge read_buffers_spare;
   Counter tls_handshakes_full;
   Counter tls_handshakes_resumed;
   Counter tls_handshakes_failed;

@@ -231,6 +231,13 @@ std::string render_prometheus(const Snapshot& s) {
     f.sample({{"state", "idle"}}).value_signed(s.connections_idle);
   }
   {
+    Family f(out, "peregrine_read_buffers", "gauge",
+             "Request buffers of the workers: held by connections, or kept for reuse (sampled "
+             "once a second).");
+    f.sample({{"state", "in_use"}}).value_signed(s.read_buffers_in_use);
+    f.sample({{"state", "spare"}}).value_signed(s.read_buffers_spare);
+  }
+  {
     Family f(out, "peregrine_tls_handshakes_total", "counter", "TLS handshakes by result.");
     f.sample({{"result", "full"}}).value(s.tls_full);
     f.sample({{"result", "resumed"}}).value(s.tls_resumed);
@@ -478,6 +485,10 @@ std::string render_json(const Snapshot& s) {
   j.key("reading").inum(s.connections_reading);
   j.key("writing").inum(s.connections_writing);
   j.key("idle").inum(s.connections_idle);
+  j.close('}');
+  j.key("read_buffers").open('{');
+  j.key("in_use").inum(s.read_buffers_in_use);
+  j.key("spare").inum(s.read_buffers_spare);
   j.close('}');
   j.key("tls_handshakes").open('{');
   j.key("full").num(s.tls_full);

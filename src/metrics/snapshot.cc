@@ -84,6 +84,8 @@ Snapshot gather(const Registry& registry, int64_t now_wall, int64_t now_monotoni
     s.connections_reading += m.connections_reading.get();
     s.connections_writing += m.connections_writing.get();
     s.connections_idle += m.connections_idle.get();
+    s.read_buffers_in_use += m.read_buffers_in_use.get();
+    s.read_buffers_spare += m.read_buffers_spare.get();
     s.tls_full += m.tls_handshakes_full.get();
     s.tls_resumed += m.tls_handshakes_resumed.get();
     s.tls_failed += m.tls_handshakes_failed.get();

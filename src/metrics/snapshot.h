@@ -72,6 +72,8 @@ struct Snapshot {
   int64_t connections_reading = 0;
   int64_t connections_writing = 0;
   int64_t connections_idle = 0;
+  int64_t read_buffers_in_use = 0;
+  int64_t read_buffers_spare = 0;
   uint64_t tls_full = 0;
   uint64_t tls_resumed = 0;
   uint64_t tls_failed = 0;

@@ -55,6 +55,7 @@ BufferPool::~BufferPool() {
 }
 
 char* BufferPool::acquire() {
+  ++in_use_;
   if (!free_.empty()) {
     char* b = free_.back();
     free_.pop_back();
@@ -66,6 +67,7 @@ char* BufferPool::acquire() {
 }
 
 void BufferPool::release(char* buffer) {
+  --in_use_;
   if (free_.size() < kMaxFree) {
     free_.push_back(buffer);
   } else {
@@ -388,6 +390,8 @@ void Worker::sample_connections() {
   metrics_.connections_reading.set(phases[static_cast<int>(Connection::Phase::kReading)]);
   metrics_.connections_writing.set(phases[static_cast<int>(Connection::Phase::kWriting)]);
   metrics_.connections_idle.set(phases[static_cast<int>(Connection::Phase::kIdle)]);
+  metrics_.read_buffers_in_use.set(static_cast<int64_t>(buffers_.in_use()));
+  metrics_.read_buffers_spare.set(static_cast<int64_t>(buffers_.spare()));
 }
 
 void Worker::run() {

@@ -63,10 +63,13 @@ class BufferPool {
   char* acquire();
   void release(char* buffer);
   size_t buffer_size() const { return size_; }
+  size_t in_use() const { return in_use_; }
+  size_t spare() const { return free_.size(); }
 
  private:
   static constexpr size_t kMaxFree = 256;
   size_t size_;
+  size_t in_use_ = 0;
   std::vector<char*> free_;
 };
 

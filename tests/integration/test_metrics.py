@@ -9,6 +9,8 @@ printed token.
 import json
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -219,7 +221,6 @@ class TrafficCounts(MetricsTestCase):
         self.assertEqual([l["kind"] for l in st["listeners"]], ["http", "admin"])
         self.assertTrue(st["listeners"][0]["http2"])
         # A good reload, then a bad one.
-        import signal
         srv.signal(signal.SIGHUP)
         self.wait_for(lambda: b"configuration reloaded" in srv._read(srv.log_path), msg="reload")
         with open(srv.config_path, "a") as f:
@@ -232,6 +233,53 @@ class TrafficCounts(MetricsTestCase):
         self.assertEqual(values[("peregrine_reloads_total", (("result", "succeeded"),))], 1)
         self.assertEqual(values[("peregrine_reloads_total", (("result", "failed"),))], 1)
         self.assertEqual(values[("peregrine_config_generation", ())], 2)
+
+
+class ReadBuffers(MetricsTestCase):
+    def test_a_burst_on_400_connections_leaves_a_few_spare_buffers(self):
+        # A request buffer (max_header_bytes + 4 KiB) is held while a request is read and
+        # answered, not by an idle keep-alive connection, and the worker keeps what it frees for
+        # the next. On io_uring an answer goes out with the next wait; when a connection held its
+        # buffer until then, a burst left one spare per connection of the batch (256, 5 MB).
+        srv = self.start_with_admin(workers=1)
+        clients = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(400)]
+        self.addCleanup(lambda: [c.close() for c in clients])
+
+        def ask_each(clients):
+            for c in clients:
+                c.sendall(b"GET /index.html HTTP/1.1\r\nHost: a.test\r\n\r\n")
+
+        def read_each(clients):
+            for c in clients:
+                answer = b""
+                while not answer.endswith(b"a index\n"):
+                    data = c.recv(4096)
+                    self.assertTrue(data, answer)
+                    answer += data
+                self.assertTrue(answer.startswith(b"HTTP/1.1 200 "), answer)
+
+        # A connection's first request is read and answered before the connection is registered;
+        # the next ones come through the poller (on io_uring, with the ring's receive and send).
+        ask_each(clients)
+        read_each(clients)
+        # Stopped, the server finds all 400 requests at once when it goes on: one batch.
+        srv.signal(signal.SIGSTOP)
+        try:
+            ask_each(clients)
+        finally:
+            srv.signal(signal.SIGCONT)
+        read_each(clients)
+
+        def sampled_after_the_burst():  # the worker samples once a second
+            stats = self.stats(srv)
+            return stats if stats["connections"]["idle"] == 400 else None
+
+        stats = self.wait_for(sampled_after_the_burst, timeout=5, msg="400 idle connections sampled")
+        self.assertEqual(stats["read_buffers"]["in_use"], 0, stats["read_buffers"])
+        self.assertLessEqual(stats["read_buffers"]["spare"], 8, stats["read_buffers"])
+        families = parse_prometheus(self.metrics(srv))
+        buffers = {s.labels["state"]: s.value for s in families["peregrine_read_buffers"].samples}
+        self.assertEqual(set(buffers), {"in_use", "spare"})
 
 
 class AdminAuth(MetricsTestCase):
