@@ -25,12 +25,12 @@ from .tls import make_certificate
 from .servers import ALL_SERVERS, DEFAULT_PEREGRINE, KNOWN_SERVERS, SERVER_CLASSES, Peregrine, peregrine_variant
 
 
-
 def error_kinds(r):
     """Which errors a run's count is made of ("read 81, non-2xx 0"), for the run's line: a count
     alone, seen once and not again, says nothing about where to look."""
     kinds = [f"{k} {v}" for k, v in (r.get("socket_errors") or {}).items() if v]
     return ", ".join(kinds + [f"non-2xx {r.get('non_2xx_3xx') or 0}"])
+
 
 def start_servers(names, scen_dir, docroot, nofile, args, check_paths, scenario=None, backend=None):
     servers = []

@@ -243,7 +243,8 @@ class ReadBuffers(MetricsTestCase):
         # buffer until then, a burst left one spare per connection of the batch (256, 5 MB).
         srv = self.start_with_admin(workers=1)
         clients = [socket.create_connection(("127.0.0.1", srv.port), timeout=10) for _ in range(400)]
-        self.addCleanup(lambda: [c.close() for c in clients])
+        for c in clients:
+            self.addCleanup(c.close)
 
         def ask_each(clients):
             for c in clients:
