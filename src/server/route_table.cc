@@ -380,6 +380,8 @@ void RouteTable::apply_operator_states() {
 void RouteTable::flush_logs() {
   for (SiteRuntime& site : sites_)
     if (site.access_log) site.access_log->flush();
+  for (const std::unique_ptr<upstream::GroupRuntime>& group : groups_)
+    group->report_suppressed_lines();
 }
 
 }  // namespace peregrine::server

@@ -128,6 +128,8 @@ class RouteTable : public RefCounted {
   admin::RouteAnswer test_route(const admin::RouteQuestion& question);
   // This snapshot's TLS contexts for this worker; null when no listener is TLS.
   const tls::ServerContexts* tls() const { return tls_.get(); }
+  // Once a second: writes out the access logs' buffers and the upstream groups' counts of error
+  // lines held back (core/log_throttle.h).
   void flush_logs();
   // The admin changed an upstream server's state (upstream/operator_state.h): every group
   // applies it.

@@ -66,19 +66,22 @@ void UpstreamExchange::acquire(bool first_in_line) {
       on_queued();
       return;
     case GroupRuntime::Acquire::kQueueFull:
-      LOG_WARN("%s upstream group \"%s\": wait queue full (%zu) for \"%.*s %.*s\": 503", protocol_,
-               group_.config().name.c_str(), group_.queued(),
-               static_cast<int>(request_.method_text.size()), request_.method_text.data(),
-               static_cast<int>(request_.target.size()), request_.target.data());
+      if (uint64_t held; log::enabled(LogLevel::kWarn) && group_.may_log_group_line(&held))
+        LOG_WARN("%s upstream group \"%s\": wait queue full (%zu) for \"%.*s %.*s\": 503%s",
+                 protocol_, group_.config().name.c_str(), group_.queued(),
+                 static_cast<int>(request_.method_text.size()), request_.method_text.data(),
+                 static_cast<int>(request_.target.size()), request_.target.data(),
+                 SuppressedNote(held).text);
       respond_busy();
       return;
     case GroupRuntime::Acquire::kUnavailable:
       // After a failed try, the servers left are down or tried: the last try's answer.
-      if (tries_ == 0)
-        LOG_ERROR("%s upstream group \"%s\": no server available for \"%.*s %.*s\"", protocol_,
+      if (uint64_t held;
+          tries_ == 0 && log::enabled(LogLevel::kError) && group_.may_log_group_line(&held))
+        LOG_ERROR("%s upstream group \"%s\": no server available for \"%.*s %.*s\"%s", protocol_,
                   group_.config().name.c_str(), static_cast<int>(request_.method_text.size()),
                   request_.method_text.data(), static_cast<int>(request_.target.size()),
-                  request_.target.data());
+                  request_.target.data(), SuppressedNote(held).text);
       abandon(tries_ == 0 ? 502 : last_status_);
       return;
   }
@@ -93,10 +96,13 @@ void UpstreamExchange::on_queue_timeout() {
   // (kConnecting without a connection), waits no longer than a queued one.
   if (phase_ != Phase::kQueued && phase_ != Phase::kConnecting && phase_ != Phase::kFollowing)
     return;
-  LOG_WARN("%s upstream group \"%s\": \"%.*s %.*s\" waited too long (%lld ms) for a free slot: 503",
-           protocol_, group_.config().name.c_str(), static_cast<int>(request_.method_text.size()),
-           request_.method_text.data(), static_cast<int>(request_.target.size()),
-           request_.target.data(), static_cast<long long>(group_.config().queue_timeout.count()));
+  if (uint64_t held; log::enabled(LogLevel::kWarn) && group_.may_log_group_line(&held))
+    LOG_WARN(
+        "%s upstream group \"%s\": \"%.*s %.*s\" waited too long (%lld ms) for a free slot: 503%s",
+        protocol_, group_.config().name.c_str(), static_cast<int>(request_.method_text.size()),
+        request_.method_text.data(), static_cast<int>(request_.target.size()),
+        request_.target.data(), static_cast<long long>(group_.config().queue_timeout.count()),
+        SuppressedNote(held).text);
   respond_busy();
 }
 
@@ -377,10 +383,13 @@ void UpstreamExchange::fail(Failure failure, const char* what, const char* detai
 }
 
 void UpstreamExchange::log_failure(const char* what, const char* detail) const {
-  LOG_ERROR("%s upstream %s (group \"%s\"): %s%s%s for \"%.*s %.*s\"", protocol_,
+  uint64_t held;
+  if (!log::enabled(LogLevel::kError) || !group_.may_log_failure(server_, &held)) return;
+  LOG_ERROR("%s upstream %s (group \"%s\"): %s%s%s for \"%.*s %.*s\"%s", protocol_,
             server().address.c_str(), group_.config().name.c_str(), what, *detail ? ": " : "",
             detail, static_cast<int>(request_.method_text.size()), request_.method_text.data(),
-            static_cast<int>(request_.target.size()), request_.target.data());
+            static_cast<int>(request_.target.size()), request_.target.data(),
+            SuppressedNote(held).text);
 }
 
 void UpstreamExchange::complete_upstream(bool pool) {

@@ -168,6 +168,7 @@ void GroupRuntime::apply_operator_states() {
 }
 
 GroupRuntime::~GroupRuntime() {
+  report_suppressed_lines(true);  // a reload or a stop: no later line will say it
   for (Slots& s : slots_)
     while (s.idle) close(s.idle);
   while (queue_head_) cancel(*queue_head_);
@@ -387,6 +388,19 @@ void GroupRuntime::report_failure(size_t server, const char* what) {
               config_.name.c_str(), config_.servers[server].address.c_str(),
               static_cast<long long>(config_.fail_timeout.count()), config_.max_fails, what);
   }
+}
+
+void GroupRuntime::report_suppressed_lines(bool all) {
+  auto take = [&](LogThrottle& t) {
+    return all ? t.take_all() : t.take_overdue(clock_.monotonic_ms);
+  };
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (uint64_t n = take(slots_[i].failure_log))
+      LOG_ERROR("upstream %s: server %s: %llu similar lines suppressed", config_.name.c_str(),
+                config_.servers[i].address.c_str(), static_cast<unsigned long long>(n));
+  if (uint64_t n = take(group_log_))
+    LOG_ERROR("upstream %s: %llu similar lines suppressed", config_.name.c_str(),
+              static_cast<unsigned long long>(n));
 }
 
 void GroupRuntime::set_probe_up(size_t server, bool up) {

@@ -22,6 +22,7 @@
 
 #include "config/config.h"
 #include "core/clock.h"
+#include "core/log_throttle.h"
 #include "event/deferred.h"
 #include "event/poller.h"
 #include "event/timer_list.h"
@@ -197,6 +198,19 @@ class GroupRuntime {
     c.checks.add();
   }
 
+  // The error log's share (core/log_throttle.h) for the lines about one server's failed requests,
+  // and for the group's own (no server available, queue full, waited too long): false when the
+  // line is to be held back, else `*suppressed` lines were held back since the last one.
+  bool may_log_failure(size_t server, uint64_t* suppressed) {
+    return slots_[server].failure_log.allow(clock_.monotonic_ms, suppressed);
+  }
+  bool may_log_group_line(uint64_t* suppressed) {
+    return group_log_.allow(clock_.monotonic_ms, suppressed);
+  }
+  // Once a second: logs how many lines were held back in windows that are over, when no later
+  // line said it; `all`: whatever the window (the group runtime is going away).
+  void report_suppressed_lines(bool all = false);
+
   // The admin's drain/disable/enable (operator_state.h): reads the process-wide table for every
   // server of this group and applies what changed. Called when the table changes, at build, and
   // by acquire() when the table's version has moved.
@@ -209,6 +223,7 @@ class GroupRuntime {
     uint32_t cap = 0;                    // 0 = unlimited
     UpstreamConnection* idle = nullptr;  // most recently used first
     size_t idle_count = 0;
+    LogThrottle failure_log;
   };
   void unlink_idle(UpstreamConnection* c);
   friend class UpstreamConnection;
@@ -225,6 +240,7 @@ class GroupRuntime {
   Waiter* queue_head_ = nullptr;
   Waiter* queue_tail_ = nullptr;
   size_t queued_ = 0;
+  LogThrottle group_log_;
   std::vector<OperatorState> operator_;  // per server
   uint64_t operator_version_ = 0;        // the table's version operator_ was read at
   // Metrics blocks live as long as the process; in-flight, idle and queue gauges move by deltas

@@ -3,13 +3,11 @@ several workers; SIGUSR1 reopens log files; error_log to a file."""
 
 import datetime
 import glob
-import http.client
 import json
 import os
 import re
 import select
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -259,28 +257,41 @@ tries = 1
 """
 DEAD_ROUTE = '[[site.route]]\nprefix = "/dead"\nproxy = "http://dead"\n' + STATIC_FALLBACK
 DEAD_LINE = "proxy upstream 127.0.0.1:1 "
+# A request the parser refuses (400, the connection closed): one info line each, not throttled.
+BAD_REQUEST = b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\nno colon here\r\n\r\n"
+BAD_LINE = "client sent a bad request (400)"
+
+
+def held_back(lines):
+    """What the error log says it held back (core/log_throttle.h), in notes and closing lines."""
+    return sum(int(n) for line in lines for n in re.findall(r"(\d+) similar lines suppressed", line))
 
 
 class ErrorLogUnderLoadTest(ServerTestCase):
     def client_loop(self, port, stop, counts, errors, keepalive):
-        """Requests /dead (502, one error line each) and /hello.txt (200) until `stop`. Every
-        response must be exactly what was asked for: a log line that reached a client socket
-        would show up as garbage in the stream."""
+        """Requests /dead (502, one error line each, throttled), /hello.txt (200) and a bad
+        request (400, one info line each) until `stop`. Every response must be exactly what was
+        asked for: a log line that reached a client socket would show up as garbage in the
+        stream."""
         conn = None
         i = 0
         while not stop.is_set():
-            path = "/dead" if i % 2 == 0 else "/hello.txt"
+            path = ("/dead", "/hello.txt", "bad")[i % 3]
             i += 1
             if conn is None:
                 conn = RawClient(port, timeout=10)
             try:
-                r = conn.request("GET", path, headers={} if keepalive else {"Connection": "close"})
+                if path == "bad":
+                    conn.send(BAD_REQUEST)
+                    r = conn.read_final_response()
+                else:
+                    r = conn.request("GET", path, headers={} if keepalive else {"Connection": "close"})
             except Exception as e:  # noqa: BLE001 - any failure is reported
                 errors.append(f"{path}: {e!r}")
                 conn.close()
                 conn = None
                 continue
-            want = (502, None) if path == "/dead" else (200, b"hello\n")
+            want = {"/dead": (502, None), "/hello.txt": (200, b"hello\n"), "bad": (400, None)}[path]
             if r.status != want[0] or (want[1] is not None and r.body != want[1]):
                 errors.append(f"{path}: unexpected {r!r}")
             counts[path] = counts.get(path, 0) + 1
@@ -321,24 +332,26 @@ class ErrorLogUnderLoadTest(ServerTestCase):
                 t.join(30)
         self.assertEqual(errors[:5], [])
         dead = sum(c.get("/dead", 0) for c in counts)
-        total = dead + sum(c.get("/hello.txt", 0) for c in counts)
-        self.assertGreater(dead, 50, "too little load to test anything")
-        self.stop_ok(srv)  # flushes the access log
+        bad = sum(c.get("bad", 0) for c in counts)
+        total = dead + bad + sum(c.get("/hello.txt", 0) for c in counts)
+        self.assertGreater(bad, 50, "too little load to test anything")
+        self.stop_ok(srv)  # flushes the access log and the counts of lines held back
         err_lines = [line for p in glob.glob(err_path + "*") for line in read_lines(p)]
         acc_lines = [line for p in glob.glob(acc_path + "*") for line in read_lines(p)]
-        self.assertEqual(sum(DEAD_LINE in line for line in err_lines), dead)
+        self.assertEqual(sum(BAD_LINE in line for line in err_lines), bad)
+        # The back end's failures: a few lines a second, and the count of the rest.
+        self.assertEqual(sum(DEAD_LINE in line for line in err_lines) + held_back(err_lines), dead)
         self.assertEqual(len(acc_lines), total)
         # The files created by the last SIGUSR1 were written to.
-        self.assertTrue(any(DEAD_LINE in line for line in read_lines(err_path)))
+        self.assertTrue(any(BAD_LINE in line for line in read_lines(err_path)))
         self.assertTrue(read_lines(acc_path))
 
     def test_blocked_error_log_does_not_stop_serving(self):
-        """stderr is a pipe nobody reads: the error lines of 3000 failing requests fill it and
-        the server's queue. Serving goes on; the lines dropped are counted and reported once
-        the reader is back."""
+        """stderr is a pipe nobody reads: the lines of 6000 bad requests fill it and the
+        server's queue (256 KiB). Serving goes on; the lines dropped are counted and reported
+        once the reader is back."""
         root = self.make_root(FILES)
-        config = self.write_config(make_config(root, top=DEAD_UPSTREAM, workers=2,
-                                               routes=DEAD_ROUTE))
+        config = self.write_config(make_config(root, workers=2))
         proc = subprocess.Popen([PEREGRINE_BIN, "-c", config], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
@@ -350,15 +363,12 @@ class ErrorLogUnderLoadTest(ServerTestCase):
             port = int(re.search(rb"listening on 127\.0\.0\.1:(\d+)", head).group(1))
             # No more reading from here on.
             statuses = []
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
             t0 = time.monotonic()
-            for i in range(3000):
-                conn.request("GET", "/dead?" + "x" * 200)
-                resp = conn.getresponse()
-                resp.read()
-                statuses.append(resp.status)
-            conn.close()
-            self.assertEqual(set(statuses), {502})
+            for i in range(6000):
+                with RawClient(port) as conn:
+                    conn.send(BAD_REQUEST)
+                    statuses.append(conn.read_final_response().status)
+            self.assertEqual(set(statuses), {400})
             self.assertLess(time.monotonic() - t0, 60)
             # The reader comes back; the next error line's write reports the drops.
             got = bytearray()

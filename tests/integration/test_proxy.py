@@ -333,7 +333,7 @@ class TestHealth(ProxyTestCase):
         self.assertEqual(set(self.get_ids(srv.port, 20)), {"A"})
         self.wait_for(lambda: f"127.0.0.1:{port_b} is down" in srv.stderr(), 2,
                       msg="the down server logged")
-        b2 = self.backend("B2", port=port_b)
+        self.backend("B2", port=port_b)
         time.sleep(2.3)  # fail_timeout passes: B is tried again
         ids = self.get_ids(srv.port, 10)
         self.assertEqual(ids.count("B2"), 5, ids)
@@ -371,6 +371,63 @@ class TestHealth(ProxyTestCase):
                       msg="the no-server line")
         log = srv.stderr()
         self.assertEqual(log.count("): connect failed"), 2, log)  # no connect for the second
+
+
+class TestErrorLogBound(ProxyTestCase):
+    """A back end that fails every request writes at most 10 lines a second per server and
+    worker (core/log_throttle.h); the lines held back are counted, none is lost from the count."""
+
+    def statuses(self, port, count):
+        """`count` GETs on one keep-alive connection: their statuses."""
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        try:
+            out = []
+            for _ in range(count):
+                conn.request("GET", "/")
+                resp = conn.getresponse()
+                resp.read()
+                out.append(resp.status)
+            return out
+        finally:
+            conn.close()
+
+    def lines_and_held_back(self, log, marker):
+        """The lines with `marker`, and what those and the closing lines say was held back."""
+        lines = [line for line in log.splitlines() if marker in line]
+        noted = sum(int(n) for n in re.findall(r" \[(\d+) similar lines suppressed\]", log))
+        closing = sum(int(n) for n in re.findall(r": (\d+) similar lines suppressed$", log, re.M))
+        return lines, noted + closing
+
+    def test_a_refusing_server_logs_a_burst_and_counts_the_rest(self):
+        dead = f"127.0.0.1:{free_port()}"
+        srv = self.proxy_to([dead])  # a lone server is never taken out: every request connects
+        started = time.monotonic()
+        self.assertEqual(set(self.statuses(srv.port, 400)), {502})
+        seconds = time.monotonic() - started
+        # Once the last window is over, the flush each second writes what no later line said.
+        self.wait_for(lambda: re.search(r"server .*: \d+ similar lines suppressed$", srv.stderr(),
+                                        re.M), 4, msg="the closing count of held-back lines")
+        lines, held_back = self.lines_and_held_back(srv.stderr(), "connect failed")
+        self.assertLessEqual(len(lines), 10 * (int(seconds) + 1), lines)
+        self.assertGreaterEqual(len(lines), 10)
+        self.assertEqual(len(lines) + held_back, 400, srv.stderr())
+        # After the flood, a new failure is logged again at once.
+        time.sleep(1.1)
+        self.assertEqual(self.statuses(srv.port, 1), [502])
+        self.wait_for(lambda: len(self.lines_and_held_back(srv.stderr(), "connect failed")[0])
+                      == len(lines) + 1, msg="the next failure's line")
+
+    def test_no_server_available_lines_are_bounded_too(self):
+        srv = self.proxy_to([f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"],
+                            max_fails=1, fail_timeout="30s")
+        # The first request finds both servers refusing (two failure lines); the 299 after it
+        # find none up.
+        self.assertEqual(set(self.statuses(srv.port, 300)), {502})
+        self.wait_for(lambda: re.search(r'upstream app: \d+ similar lines suppressed$',
+                                        srv.stderr(), re.M), 4, msg="the group's closing count")
+        lines, held_back = self.lines_and_held_back(srv.stderr(), "no server available")
+        self.assertLess(len(lines), 299)
+        self.assertEqual(len(lines) + held_back, 299, srv.stderr())
 
 
 class TestRetries(ProxyTestCase):
@@ -638,7 +695,7 @@ class TestBodies(ProxyTestCase):
         pieces = [os.urandom(n) for n in (1, 1000, 70000, 5, 300000)]
         body = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
         with RawClient(srv.port, timeout=10) as c:
-            c.send(f"POST /echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
+            c.send("POST /echo HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n")
             c.send(body)
             resp = c.read_final_response()
             echoed = json.loads(resp.body)
