@@ -503,7 +503,11 @@ bool Connection::process_head() {
       if (timer.list != &worker_.header_timers) set_timer(worker_.header_timers);
       return false;
     case http1::ParseStatus::kError: {
-      LOG_INFO("client sent a bad request (%d): %s", result.error_status, result.error_reason);
+      if (log::enabled(LogLevel::kInfo)) {
+        AddressText from(&peer_.sa);
+        LOG_INFO("client sent a bad request (%d): %s, client: %.*s", result.error_status,
+                 result.error_reason, static_cast<int>(from.ip_length), from.ip);
+      }
       start_ = end_;  // nothing after a bad head can be trusted
       respond_error(result.error_status, nullptr, nullptr);
       return false;
@@ -734,7 +738,11 @@ bool Connection::deliver(InFlight* f, std::string_view bytes, bool last) {
 // answered with `status` and the connection closes, since the rest of the stream cannot be
 // trusted. Once part of an exchange's answer is out, only the close is left.
 void Connection::reject_body(int status) {
-  if (status == 400) LOG_INFO("client sent a malformed chunked body");
+  if (status == 400 && log::enabled(LogLevel::kInfo)) {
+    AddressText from(&peer_.sa);
+    LOG_INFO("client sent a malformed chunked body, client: %.*s", static_cast<int>(from.ip_length),
+             from.ip);
+  }
   InFlight* f = flight_.get();
   const bool head_sent = f->head_sent;
   abort_exchange();
@@ -1004,7 +1012,11 @@ void Connection::on_timeout() {
       !pending_ && ((state_ == State::kHead && start_ < end_) || state_ == State::kBody ||
                     (state_ == State::kExchange && !flight_->head_sent && !flight_->body.done()));
   if (mid_request) {
-    LOG_INFO("closing a connection: the client was too slow to send its request");
+    if (log::enabled(LogLevel::kInfo)) {
+      AddressText from(&peer_.sa);
+      LOG_INFO("closing a connection: the client was too slow to send its request, client: %.*s",
+               static_cast<int>(from.ip_length), from.ip);
+    }
     ssize_t ignored =
         !tls_ ? ::send(fd_, kTimeoutResponse.data(), kTimeoutResponse.size(), MSG_NOSIGNAL)
               : tls_->write(kTimeoutResponse.data(), kTimeoutResponse.size());

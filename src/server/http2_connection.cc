@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compress/compress.h"
+#include "core/address_text.h"
 #include "core/log.h"
 #include "core/spares.h"
 #include "event/deferred.h"
@@ -723,11 +724,15 @@ void Http2Connection::on_timeout() {
     return;
   }
   ErrorCode code = ErrorCode::kNoError;
+  AddressText from(&peer_.sa);
   if (!session_->settings_acked()) {
-    LOG_INFO("HTTP/2: closing a connection: the client never acknowledged our SETTINGS");
+    LOG_INFO(
+        "HTTP/2: closing a connection: the client never acknowledged our SETTINGS, client: %.*s",
+        static_cast<int>(from.ip_length), from.ip);
     code = ErrorCode::kSettingsTimeout;
   } else if (!streams_.empty()) {
-    LOG_INFO("HTTP/2: closing a connection: the client was too slow to read or send");
+    LOG_INFO("HTTP/2: closing a connection: the client was too slow to read or send, client: %.*s",
+             static_cast<int>(from.ip_length), from.ip);
   }
   session_->submit_goaway(code);
   in_event_ = true;
@@ -846,7 +851,11 @@ void Http2Connection::on_request_head(Http2Stream& s, bool end_stream) {
   if (error) {
     if (s.request.method_text.empty()) s.request.method_text = "-";
     if (s.request.target.empty()) s.request.target = "-";
-    LOG_INFO("HTTP/2: client sent a bad request (%d)", error);
+    if (log::enabled(LogLevel::kInfo)) {
+      AddressText from(&peer_.sa);
+      LOG_INFO("HTTP/2: client sent a bad request (%d), client: %.*s", error,
+               static_cast<int>(from.ip_length), from.ip);
+    }
     if (error == 400) {  // counted as a provoked reset when the RST_STREAM leaves
       s.handling = false;
       session_->submit_rst_stream(s.id, ErrorCode::kProtocolError, true);

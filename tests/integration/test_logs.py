@@ -267,6 +267,24 @@ def held_back(lines):
     return sum(int(n) for line in lines for n in re.findall(r"(\d+) similar lines suppressed", line))
 
 
+class ClientErrorLineTest(ServerTestCase):
+    """A line about a client's bad request ends with `client: ADDR`, as nginx's do: an operator
+    (or fail2ban) can tell who sent it."""
+
+    def test_a_bad_head_and_a_bad_chunked_body_name_the_client(self):
+        srv = self.start_config(make_config(self.make_root(FILES)))
+        bad_body = (b"POST /hello.txt HTTP/1.1\r\nHost: localhost\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\nzz\r\n")
+        for request in (BAD_REQUEST, bad_body):
+            with RawClient(srv.port) as c:
+                c.send(request)
+                self.assertEqual(c.read_final_response().status, 400)
+        self.wait_for(lambda: "malformed chunked body, client: 127.0.0.1\n" in srv.stderr(),
+                      msg="the chunked body's line")
+        self.assertRegex(srv.stderr(),
+                         r"client sent a bad request \(400\): [^\n]+, client: 127\.0\.0\.1\n")
+
+
 class ErrorLogUnderLoadTest(ServerTestCase):
     def client_loop(self, port, stop, counts, errors, keepalive):
         """Requests /dead (502, one error line each, throttled), /hello.txt (200) and a bad
