@@ -2,7 +2,7 @@
 // 1,000 clients failed ~23,000 requests a second, and each wrote its own line: 116,000 lines
 // (14 MB) in 5 s, which fill a disk during an outage and bury the lines about anything else.
 //
-// At most `burst` lines in each window of `window_ms`. The lines held back are counted; the next
+// At most kBurst lines in each window of kWindowMs. The lines held back are counted; the next
 // line logged says how many, or, when none follows, take_overdue() hands the count over once the
 // window is over, for a line of its own. Single-threaded: one per worker and kind of line.
 #pragma once
