@@ -539,6 +539,12 @@ def proc_status_kb(pid, field="VmRSS"):
     raise AssertionError(f"no {field} in /proc/{pid}/status")
 
 
+def lines_held_back(log_text):
+    """What an error log says it held back (core/log_throttle.h): the count carried by the line
+    after a stretch held back ("[N similar lines suppressed]"), and by a closing line of its own."""
+    return sum(int(n) for n in re.findall(r"(\d+) similar lines suppressed", log_text))
+
+
 def build_request(method, path, headers=None, body=b"", version="HTTP/1.1", host="localhost"):
     if isinstance(body, str):
         body = body.encode()

@@ -12,8 +12,8 @@ import subprocess
 import threading
 import time
 
-from harness import (PEREGRINE_BIN, STATIC_FALLBACK, RawClient, ServerTestCase, main,
-                     make_config, q)
+from harness import (PEREGRINE_BIN, STATIC_FALLBACK, RawClient, ServerTestCase, lines_held_back,
+                     main, make_config, q)
 
 COMBINED = re.compile(
     r'^(?P<ip>\S+) - (?P<user>\S+) \[(?P<time>[^\]]+)\] "(?P<request>[^"]*)" (?P<status>\d{3}) '
@@ -262,11 +262,6 @@ BAD_REQUEST = b"GET /hello.txt HTTP/1.1\r\nHost: localhost\r\nno colon here\r\n\
 BAD_LINE = "client sent a bad request (400)"
 
 
-def held_back(lines):
-    """What the error log says it held back (core/log_throttle.h), in notes and closing lines."""
-    return sum(int(n) for line in lines for n in re.findall(r"(\d+) similar lines suppressed", line))
-
-
 class ClientErrorLineTest(ServerTestCase):
     """A line about a client's bad request ends with `client: ADDR`, as nginx's do: an operator
     (or fail2ban) can tell who sent it."""
@@ -358,7 +353,8 @@ class ErrorLogUnderLoadTest(ServerTestCase):
         acc_lines = [line for p in glob.glob(acc_path + "*") for line in read_lines(p)]
         self.assertEqual(sum(BAD_LINE in line for line in err_lines), bad)
         # The back end's failures: a few lines a second, and the count of the rest.
-        self.assertEqual(sum(DEAD_LINE in line for line in err_lines) + held_back(err_lines), dead)
+        written = sum(DEAD_LINE in line for line in err_lines)
+        self.assertEqual(written + lines_held_back("\n".join(err_lines)), dead)
         self.assertEqual(len(acc_lines), total)
         # The files created by the last SIGUSR1 were written to.
         self.assertTrue(any(BAD_LINE in line for line in read_lines(err_path)))

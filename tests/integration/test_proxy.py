@@ -21,8 +21,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (HERE, RawClient, ServerTestCase, build_request, main, make_config,  # noqa: E402
-                     proc_status_kb, q, PEREGRINE_BIN)
+from harness import (HERE, RawClient, ServerTestCase, build_request, lines_held_back,  # noqa: E402
+                     main, make_config, proc_status_kb, q, PEREGRINE_BIN)
 from nginx_peer import NginxPeer  # noqa: E402
 
 BACKEND = os.path.join(HERE, "backends", "http_backend.py")
@@ -391,17 +391,12 @@ class TestErrorLogBound(ProxyTestCase):
         finally:
             conn.close()
 
-    def lines_and_held_back(self, log, marker):
-        """The lines with `marker`, and what those and the closing lines say was held back."""
-        lines = [line for line in log.splitlines() if marker in line]
-        noted = sum(int(n) for n in re.findall(r" \[(\d+) similar lines suppressed\]", log))
-        closing = sum(int(n) for n in re.findall(r": (\d+) similar lines suppressed$", log, re.M))
-        return lines, noted + closing
+    def lines_with(self, srv, marker):
+        return [line for line in srv.stderr().splitlines() if marker in line]
 
     def accounted(self, srv, marker):
         """The failures the error log speaks of so far: lines written and lines held back."""
-        lines, held_back = self.lines_and_held_back(srv.stderr(), marker)
-        return len(lines) + held_back
+        return len(self.lines_with(srv, marker)) + lines_held_back(srv.stderr())
 
     def test_a_refusing_server_logs_a_burst_and_counts_the_rest(self):
         dead = f"127.0.0.1:{free_port()}"
@@ -413,13 +408,13 @@ class TestErrorLogBound(ProxyTestCase):
         # (the flush each second), since no later failure carries it.
         self.wait_for(lambda: self.accounted(srv, "connect failed") == 400, 4,
                       msg="every failure written or counted")
-        lines, _ = self.lines_and_held_back(srv.stderr(), "connect failed")
+        lines = self.lines_with(srv, "connect failed")
         self.assertLessEqual(len(lines), 10 * (int(seconds) + 1), lines)
         self.assertGreaterEqual(len(lines), 10)
         # After the flood, a new failure is logged again at once.
         time.sleep(1.1)
         self.assertEqual(self.statuses(srv.port, 1), [502])
-        self.wait_for(lambda: len(self.lines_and_held_back(srv.stderr(), "connect failed")[0])
+        self.wait_for(lambda: len(self.lines_with(srv, "connect failed"))
                       == len(lines) + 1, msg="the next failure's line")
 
     def test_no_server_available_lines_are_bounded_too(self):
@@ -430,7 +425,7 @@ class TestErrorLogBound(ProxyTestCase):
         self.assertEqual(set(self.statuses(srv.port, 300)), {502})
         self.wait_for(lambda: self.accounted(srv, "no server available") == 299, 4,
                       msg="every refusal written or counted")
-        lines, _ = self.lines_and_held_back(srv.stderr(), "no server available")
+        lines = self.lines_with(srv, "no server available")
         self.assertLess(len(lines), 299)
 
 
