@@ -28,8 +28,8 @@ import threading
 import time
 
 import phpfpm
-from harness import (HERE, PEREGRINE_BIN, RawClient, ServerTestCase, main, make_config, proc_status_kb,
-                     q, sha256)
+from harness import (HERE, PEREGRINE_BIN, RawClient, ServerTestCase, h2c, main, make_config,
+                     proc_status_kb, q, sha256)
 
 PHP_DIR = os.path.join(HERE, "php")
 
@@ -1175,6 +1175,156 @@ class ConcurrencyTest(FastcgiTestCase):
         self.assertNotIn("Non-2xx or 3xx responses", out, out)
         self.assertNotIn("Socket errors", out, out)
         self.assert_serving(srv, "/hello.php")
+
+
+class HeadTest(FastcgiTestCase):
+    """A HEAD answer carries GET's fields (RFC 9110 9.3.2, 8.6). php-fpm sends no body for HEAD,
+    so the page's length is unknown: it is left out (as nginx does) rather than announced as 0,
+    unless the script itself sent a Content-Length."""
+
+    LENGTH_PHP = ('<?php\n$body = str_repeat("x", 5000) . "\\n";\n'
+                  'header("Content-Length: " . strlen($body));\necho $body;\n')
+
+    def setUp(self):
+        super().setUp()
+        with open(os.path.join(self.root, "length.php"), "w") as f:
+            f.write(self.LENGTH_PHP)
+
+    def test_head_has_no_length_unless_the_script_gives_one(self):
+        srv = self.start_php_server()
+        for version in ("HTTP/1.1", "HTTP/1.0"):
+            keep = {"Connection": "keep-alive"} if version == "HTTP/1.0" else None
+            # buffered (Content-Length), streamed (chunked, or closed by HTTP/1.0's end) and a
+            # 404 the script answers
+            for path, get_length in (("/big.php?size=55489", "55489"), ("/big.php?size=1048576", None),
+                                     ("/headers.php?status=404", None)):
+                with self.raw(srv.port) as c:
+                    head = c.request("HEAD", path, headers=keep, version=version)
+                    get = c.request("GET", path, headers=keep, version=version)
+                    what = f"{version} {path}"
+                    if get_length:
+                        self.assertEqual(get.header("content-length"), get_length, what)
+                    self.assertEqual(head.status, get.status, what)
+                    self.assertIsNone(head.header("content-length"), f"{what}: {head.headers}")
+                    self.assertIsNone(head.header("transfer-encoding"), f"{what}: {head.headers}")
+                    self.assertEqual(head.header("content-type"), get.header("content-type"), what)
+                    self.assertEqual(head.body, b"", what)
+            with self.raw(srv.port) as c:
+                # The script's own length is the GET's: a HEAD keeps it.
+                get = c.request("GET", "/length.php", headers=keep, version=version)
+                head = c.request("HEAD", "/length.php", headers=keep, version=version)
+                self.assertEqual(get.header("content-length"), "5001", get.headers)
+                self.assertEqual(head.header("content-length"), "5001", head.headers)
+                # Nothing of a HEAD answer was left on the connection: the next one is intact.
+                r = c.request("GET", "/hello.php", headers=keep, version=version)
+                self.assertEqual((r.status, r.body), (200, HELLO), r)
+                self.assertFalse(c.eof, version)
+
+    def test_head_over_http2_has_no_length(self):
+        text = make_config(self.root, top=self.upstream(), routes=PHP_ROUTE.format(extra="") + STATIC_ROUTE)
+        srv = self.start_config(h2c(text))
+        url = f"http://127.0.0.1:{srv.port}/big.php?size=55489"
+        out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-I", url],
+                             capture_output=True, text=True, timeout=20)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertRegex(out.stdout, r"^HTTP/2 200", out.stdout)
+        self.assertNotIn("content-length", out.stdout.lower(), out.stdout)
+        out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null", "-D", "-", url],
+                             capture_output=True, text=True, timeout=20)
+        self.assertIn("content-length: 55489", out.stdout.lower(), out.stdout)
+
+
+def timed_direct_request(test, fpm, root, timeout):
+    """A request to php-fpm straight on its socket, as another client of the pool (nginx, a cron
+    job) makes it: (seconds until answered, or None when `timeout` ran out first)."""
+    start = time.monotonic()
+    try:
+        out, _, status = phpfpm.fastcgi_request(fpm.socket_path, phpfpm.script_params(root, "/hello.php"),
+                                                timeout=timeout)
+    except socket.timeout:
+        return None
+    test.assertEqual(status, 0)
+    test.assertTrue(out.endswith(HELLO), out)
+    return time.monotonic() - start
+
+
+class SharedPoolTest(FastcgiTestCase):
+    """A php-fpm child stays with a kept (FCGI_KEEP_CONN) connection while it is open. After a
+    burst through the server, idle pooled connections must not hold every child of the pool
+    from its other clients: by default a FastCGI group keeps idle at most max_conns less a
+    quarter (at least one), and closes idle ones after 2 s."""
+
+    php_children = 4  # pm = static
+
+    def burst(self, srv):
+        r = subprocess.run(["ab", "-k", "-c", "20", "-n", "2000", f"http://127.0.0.1:{srv.port}/hello.php"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, f"ab failed:\n{r.stderr}\n{r.stdout}")
+        self.assertEqual(field(r.stdout, "Complete requests"), 2000, r.stdout)
+        self.assertEqual(field(r.stdout, "Failed requests"), 0, r.stdout)
+        self.assertNotIn("Non-2xx responses", r.stdout, r.stdout)
+
+    def test_another_client_is_served_at_once_after_a_burst(self):
+        srv = self.start_php_server(max_conns=4, queue_timeout="30s")
+        self.burst(srv)
+        waited = timed_direct_request(self, self.fpm, self.root, timeout=10)
+        self.assertIsNotNone(waited, "the other client was not served within 10 s")
+        self.assertLess(waited, 1.0, "a child should have been left free for the other client")
+        # The pool still serves (and still keeps connections: the metrics count reuse).
+        self.assertEqual(self.get(srv.port, "/hello.php")[:3:2], (200, HELLO))
+
+    def test_idle_connections_holding_every_child_close_after_2_s(self):
+        # keepalive = 4 written: all four children may be held idle; the 2 s default frees them.
+        srv = self.start_php_server(max_conns=4, queue_timeout="30s", group_extra="keepalive = 4")
+        self.burst(srv)
+        waited = timed_direct_request(self, self.fpm, self.root, timeout=10)
+        self.assertIsNotNone(waited, "the other client was not served within 10 s")
+        self.assertLess(waited, 3.0)
+
+    def test_a_long_idle_timeout_starves_the_other_client(self):
+        # The test can fail: with what used to be the default (60 s) the other client waits.
+        srv = self.start_php_server(max_conns=4, queue_timeout="30s",
+                                    group_extra='keepalive = 4\nkeepalive_timeout = "60s"')
+        self.burst(srv)
+        self.assertIsNone(timed_direct_request(self, self.fpm, self.root, timeout=4),
+                          "the four idle connections were expected to hold every child")
+        srv.stop()  # closes them: the other client's request is answered by now
+
+
+class ErrorPageWarningTest(FastcgiTestCase):
+    """An error page that cannot be read is a warning at its file:line:col from `peregrine -t`,
+    at start and at reload (the documented WordPress config named one that does not exist)."""
+
+    def config_text(self, page):
+        return make_config(self.root, top=self.upstream(),
+                           site=f'error_pages = {{ 404 = "/hello.php", 502 = "{page}" }}',
+                           routes=PHP_ROUTE.format(extra="") + STATIC_ROUTE)
+
+    def test_missing_error_page_is_a_warning_at_its_position(self):
+        path = self.write_config(self.config_text("/errors/50x.html"))
+        line = next(i for i, l in enumerate(open(path).read().split("\n"), 1) if "error_pages" in l)
+        column = open(path).read().split("\n")[line - 1].index('"/errors/50x.html"') + 1
+        warning = (f'{path}:{line}:{column}: warning: error page "/errors/50x.html" for 502: '
+                   f"{os.path.realpath(self.root)}/errors/50x.html does not exist")
+        out = subprocess.run([PEREGRINE_BIN, "-t", "-c", path], capture_output=True, text=True, timeout=20)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn(warning, out.stderr)
+        self.assertIn("create the file or remove the entry", out.stderr)
+        self.assertEqual(out.stderr.count("warning:"), 1, out.stderr)  # /hello.php exists
+        self.assertIn("is valid", out.stdout)
+        srv = self.start_config(self.config_text("/errors/50x.html"))
+        self.assertEqual(srv.stderr().count(warning), 1, srv.stderr())  # at start
+        srv.signal(signal.SIGHUP)
+        log = srv.stderr_once_it_counts("configuration reloaded", 1)
+        self.assertEqual(log.count(warning), 2, log)  # and at each reload
+        # Created since: the next reload finds it and says nothing.
+        os.makedirs(os.path.join(self.root, "errors"))
+        with open(os.path.join(self.root, "errors", "50x.html"), "w") as f:
+            f.write("<h1>back soon</h1>\n")
+        srv.signal(signal.SIGHUP)
+        log = srv.stderr_once_it_counts("configuration reloaded", 2)
+        self.assertEqual(log.count("configuration reloaded"), 2, log)
+        self.assertEqual(log.count(warning), 2, log)
 
 
 if __name__ == "__main__":

@@ -164,8 +164,10 @@ class FastcgiExchange final : public upstream::UpstreamExchange,
   bool unbuffered_ = false;   // X-Accel-Buffering: no (server-sent events): every read goes out
   bool head_sent_ = false;    // streaming: the head went out (with the first staged bytes)
   bool client_full_ = false;  // send_body() said kFull: stop reading php-fpm
-  std::string body_;          // buffered response body (up to buffer_bytes)
-  std::string stage_;         // streamed body bytes not sent yet (up to fastcgi_buffer)
+  // The back end's own Content-Length, kept for a HEAD answer only (-1: none or not HEAD).
+  int64_t head_length_ = -1;
+  std::string body_;   // buffered response body (up to buffer_bytes)
+  std::string stage_;  // streamed body bytes not sent yet (up to fastcgi_buffer)
 };
 
 bool FastcgiExchange::begin() {
@@ -192,6 +194,7 @@ void FastcgiExchange::on_attempt() {
     stage_.clear();
     leftover_.clear();
     streaming_ = unbuffered_ = head_sent_ = client_full_ = false;
+    head_length_ = -1;
     event::TimerList::disarm(flush_timer_);
   }
   reuse_conn_ = true;
@@ -450,6 +453,13 @@ void FastcgiExchange::start_head() {
   if (head.has_content_type) response_.add_header("Content-Type", head.content_type);
   if (!head.location.empty()) response_.add_header("Location", head.location);
   for (const CgiHeader& h : head.headers) {
+    if (request_.is_head() && ascii_iequals(h.name, "Content-Length")) {
+      // Describes the body a GET would get: the one length a HEAD answer can truthfully carry.
+      int64_t n = -1;
+      auto [end, ec] = std::from_chars(h.value.data(), h.value.data() + h.value.size(), n);
+      if (ec == std::errc() && end == h.value.data() + h.value.size() && n >= 0) head_length_ = n;
+      continue;
+    }
     if (http::is_hop_by_hop(h.name) || http::is_framing(h.name)) continue;
     if (ascii_iequals(h.name,
                       "X-Accel-Buffering")) {  // for us (nginx's convention), not the client
@@ -521,6 +531,11 @@ void FastcgiExchange::complete(bool clean, std::string_view rest) {
   }
   if (streaming_) {
     if (send_stage() != handlers::Downstream::Sent::kGone) downstream_.finish();
+  } else if (request_.is_head() && body_.empty()) {
+    // php-fpm sends no body for HEAD, so the length of the body a GET would get is unknown
+    // here, and respond() would announce `Content-Length: 0`. A HEAD's fields must be a GET's
+    // (RFC 9110 9.3.2): no length unless the script gave one, as nginx does.
+    if (downstream_.send_head(response_, head_length_)) downstream_.finish();
   } else {
     response_.append_borrowed_body(body_);  // respond() copies it out before we end
     downstream_.respond(response_);
