@@ -188,6 +188,13 @@ struct UpstreamGroup {
   // end of the list and keepalive_timeout closes them.
   uint32_t keepalive = 1024;
   Millis keepalive_timeout{60'000};
+  // Written in the file (else a group fastcgi routes use gets FastCGI's defaults, below).
+  bool keepalive_written = false;
+  bool keepalive_timeout_written = false;
+  // Set when fastcgi routes use the group and `keepalive` is not written: a php-fpm child stays
+  // with one connection while it is open, so each server keeps idle only what leaves a quarter
+  // of its max_conns to the pool's other clients (upstream/group_runtime.cc, idle_limit).
+  bool keepalive_leaves_children = false;
   uint32_t keepalive_requests = 1000;  // requests per upstream connection, then it is closed
   uint32_t queue = 1024;               // requests waiting for a free slot, per worker
   Millis queue_timeout{30'000};        // a request that waited this long gets 503 + Retry-After

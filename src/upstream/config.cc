@@ -269,6 +269,8 @@ void read_group(Reader& reader, const toml::table& table,
   duration("fail_timeout", Millis(1), &group.fail_timeout);
   count("keepalive", 0, 65536, &group.keepalive);
   duration("keepalive_timeout", Millis(1), &group.keepalive_timeout);
+  group.keepalive_written = table.contains("keepalive");
+  group.keepalive_timeout_written = table.contains("keepalive_timeout");
   count("keepalive_requests", 1, UINT32_MAX, &group.keepalive_requests);
   count("queue", 0, kMaxQueue, &group.queue);
   duration("queue_timeout", Millis(1), &group.queue_timeout);
@@ -552,6 +554,15 @@ std::string RouteGroups::resolve(Reader& reader, const toml::node& node, config:
            : k == config::HandlerKind::kAjp   ? "ajp"
                                               : "proxy";
   };
+  if (kind == config::HandlerKind::kFastcgi && group != nullptr) {
+    // A php-fpm child stays with a kept connection while it is open, so idle connections must
+    // not hold the children the pool's other clients (nginx, cron, another group) wait for.
+    for (UpstreamGroup& g : config_->upstreams) {
+      if (g.name != group_name) continue;
+      if (!g.keepalive_timeout_written) g.keepalive_timeout = kFastcgiKeepaliveTimeout;
+      if (!g.keepalive_written) g.keepalive_leaves_children = true;
+    }
+  }
   if (kind == config::HandlerKind::kAjp && group != nullptr) {
     // An AJP connector does not speak HTTP: the group's probe is CPING.
     for (UpstreamGroup& g : config_->upstreams)

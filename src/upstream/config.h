@@ -15,6 +15,11 @@
 
 namespace peregrine::upstream {
 
+// keepalive_timeout of a group fastcgi routes use, unless written: long enough to carry a busy
+// period's connections from one request to the next, short enough that a client of the same
+// php-fpm pool that finds every child held by an idle connection waits no longer than this.
+inline constexpr config::Millis kFastcgiKeepaliveTimeout{2'000};
+
 // The keys of an [[upstream]] table.
 const std::vector<std::string_view>& group_keys();
 

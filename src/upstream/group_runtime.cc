@@ -132,6 +132,14 @@ GroupRuntime::GroupRuntime(const config::UpstreamGroup& config, event::Poller& p
     if (cap != 0 && cap < share)
       LOG_WARN("upstream %s: server %s has max_conns = %u for %u workers; each worker uses 1",
                config.name.c_str(), config.servers[i].address.c_str(), cap, share);
+    slots_[i].idle_limit = config.keepalive;
+    if (config.keepalive_leaves_children && cap != 0) {
+      // A FastCGI pool's children are shared (nginx, cron jobs, another group): all workers
+      // together keep idle at most max_conns less a quarter (at least one), so another client
+      // finds a free child at once rather than after keepalive_timeout.
+      const uint32_t reserve = std::max<uint32_t>(1, cap / 4);
+      slots_[i].idle_limit = cap > reserve ? (cap - reserve) / share : 0;
+    }
   }
   if (config.tls.enabled) {
     // Per worker: the context's session callback and the caches it fills need no locks.
@@ -339,7 +347,7 @@ void GroupRuntime::put_idle(UpstreamConnection* c) {
   }
   // With a cap, idle connections count against it too: a php-fpm child serves one connection
   // at a time, so an idle FCGI_KEEP_CONN connection holds a child.
-  if (s.idle_count >= config_.keepalive || c->uses_ >= config_.keepalive_requests ||
+  if (s.idle_count >= s.idle_limit || c->uses_ >= config_.keepalive_requests ||
       operator_[c->server_] == OperatorState::kDisabled ||
       (s.cap != 0 && s.idle_count + s.in_use > s.cap)) {
     close(c);

@@ -186,6 +186,9 @@ class GroupRuntime {
 
   // This worker's share of the server's max_conns; 0 = unlimited.
   uint32_t cap(size_t server) const { return slots_[server].cap; }
+  // Idle connections this worker keeps to the server: `keepalive`, or for a FastCGI group
+  // without it, its share of max_conns less a quarter (config::UpstreamGroup).
+  uint32_t idle_limit(size_t server) const { return slots_[server].idle_limit; }
   size_t queued() const { return queued_; }
 
   // This worker's figures for a server (metrics/metrics.h) and the last health-check result.
@@ -223,6 +226,7 @@ class GroupRuntime {
     uint32_t cap = 0;                    // 0 = unlimited
     UpstreamConnection* idle = nullptr;  // most recently used first
     size_t idle_count = 0;
+    uint32_t idle_limit = 0;  // see idle_limit()
     LogThrottle failure_log;
   };
   void unlink_idle(UpstreamConnection* c);

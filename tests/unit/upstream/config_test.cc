@@ -383,6 +383,49 @@ fastcgi = "127.0.0.1:9000"
   EXPECT_EQ(config->sites[1].routes[0].fastcgi.upstream, "127.0.0.1:9000");
 }
 
+// A php-fpm child stays with a kept connection: a group fastcgi routes use closes idle ones
+// after 2 s and leaves children to the pool's other clients, unless the file says otherwise.
+TEST_F(UpstreamConfigTest, FastcgiGroupsGetShortIdleDefaults) {
+  auto config = load_ok(R"([[upstream]]
+name = "php"
+servers = ["127.0.0.1:9000"]
+[[upstream]]
+name = "php-tuned"
+keepalive = 8
+keepalive_timeout = "30s"
+servers = ["127.0.0.1:9001"]
+[[upstream]]
+name = "app"
+servers = ["127.0.0.1:8080"]
+[[site]]
+root = "www"
+[[site.route]]
+extension = "php"
+fastcgi = "php"
+[[site.route]]
+prefix = "/tuned/"
+fastcgi = "php-tuned"
+[[site.route]]
+prefix = "/api/"
+proxy = "http://app"
+)");
+  ASSERT_NE(config, nullptr);
+  const UpstreamGroup* php = group(*config, "php");
+  ASSERT_NE(php, nullptr);
+  EXPECT_EQ(php->keepalive_timeout, kFastcgiKeepaliveTimeout);
+  EXPECT_EQ(php->keepalive_timeout, Millis(2'000));
+  EXPECT_TRUE(php->keepalive_leaves_children);
+  const UpstreamGroup* tuned = group(*config, "php-tuned");
+  ASSERT_NE(tuned, nullptr);
+  EXPECT_EQ(tuned->keepalive_timeout, Millis(30'000));
+  EXPECT_EQ(tuned->keepalive, 8u);
+  EXPECT_FALSE(tuned->keepalive_leaves_children);
+  const UpstreamGroup* app = group(*config, "app");
+  ASSERT_NE(app, nullptr);
+  EXPECT_EQ(app->keepalive_timeout, Millis(60'000));
+  EXPECT_FALSE(app->keepalive_leaves_children);
+}
+
 TEST_F(UpstreamConfigTest, GroupUsesAreChecked) {
   EXPECT_EQ(errors(R"([[upstream]]
 name = "app"

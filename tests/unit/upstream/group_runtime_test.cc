@@ -213,6 +213,25 @@ TEST_F(GroupRuntimeTest, CapIsMaxConnsDividedByWorkersRoundedDownAtLeastOne) {
   EXPECT_EQ(g.cap(5), 1u);
 }
 
+// A FastCGI group without `keepalive`: the workers together keep idle at most max_conns less a
+// quarter (at least one), so a client of the same php-fpm pool finds a child free.
+TEST_F(GroupRuntimeTest, FastcgiIdleLimitLeavesChildrenToOtherClients) {
+  group_.keepalive_leaves_children = true;
+  group_.servers = {unix_server("/a", 4), unix_server("/b", 16), unix_server("/c", 1),
+                    unix_server("/d", 0)};
+  GroupRuntime& one = make(1);
+  EXPECT_EQ(one.idle_limit(0), 3u);     // 4 children: one left free
+  EXPECT_EQ(one.idle_limit(1), 12u);    // 16: a quarter left free
+  EXPECT_EQ(one.idle_limit(2), 0u);     // a lone child is never held idle
+  EXPECT_EQ(one.idle_limit(3), 1024u);  // no cap: `keepalive` (FastCGI then keeps nothing)
+  GroupRuntime& four = make(4);
+  EXPECT_EQ(four.idle_limit(0), 0u);  // 3 to share among 4 workers
+  EXPECT_EQ(four.idle_limit(1), 3u);  // 12 / 4
+  group_.keepalive_leaves_children = false;
+  group_.keepalive = 5;
+  EXPECT_EQ(make(4).idle_limit(1), 5u);  // written: as written
+}
+
 TEST_F(GroupRuntimeTest, CapWithOneOrNoWorkerCountIsTheWholeMaxConns) {
   group_.servers = {unix_server("/a", 7)};
   EXPECT_EQ(make(1).cap(0), 7u);
@@ -949,6 +968,35 @@ TEST_F(GroupRuntimeConnectionTest, KeepaliveRequestsCountsEveryPut) {
   event::dispose_pending();
   EXPECT_EQ(g.take_idle(0, user), nullptr);
   EXPECT_TRUE(peer_closed(peer));
+}
+
+// max_conns 4 for a FastCGI group without `keepalive`: after four requests at once, three
+// connections stay pooled and the fourth is closed, freeing its php-fpm child.
+TEST_F(GroupRuntimeConnectionTest, FastcgiPoolKeepsOneChildFree) {
+  group_.keepalive_leaves_children = true;
+  GroupRuntime& g = make_listening(4);
+  RecordingUser user;
+  TestWaiter w(1, nullptr);
+  size_t s;
+  UpstreamConnection* c[4];
+  int peer[4];
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(acquire(w, &s), Acquire::kReady);
+    c[i] = g.open(0, user);
+    ASSERT_NE(c[i], nullptr);
+    peer[i] = accept_peer();
+  }
+  pump();
+  for (int i = 0; i < 4; ++i) {
+    g.put_idle(c[i]);
+    g.release(0);
+  }
+  event::dispose_pending();
+  EXPECT_TRUE(peer_closed(peer[3]));  // the last one back finds the pool full
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(peer_closed(peer[i])) << i;
+  for (int i = 2; i >= 0; --i) EXPECT_EQ(g.take_idle(0, user), c[i]);  // most recent first
+  for (int i = 0; i < 3; ++i) g.close(c[i]);
+  event::dispose_pending();
 }
 
 TEST_F(GroupRuntimeConnectionTest, PutIdleRespectsTheCap) {
