@@ -887,6 +887,18 @@ class Loader {
         continue;
       }
       site->error_pages[code] = path;
+      // Not an error: the page may be deployed after the server starts, and until then the
+      // status still gets the built-in page. But a typo would otherwise go unnoticed.
+      if (!site->static_files.root.empty()) {
+        const std::string file = site->static_files.root + path;
+        const std::string problem = detail::readable_file_problem(file);
+        if (!problem.empty())
+          reader_.warn(reader_.pos_of(value.source()),
+                       "error page \"" + path + "\" for " + std::string(code_text) + ": " + file +
+                           " " + problem,
+                       "until it can be read, " + std::string(code_text) +
+                           " answers carry the built-in page; create the file or remove the entry");
+      }
     }
   }
 

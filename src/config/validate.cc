@@ -132,6 +132,22 @@ std::string directory_of(const std::string& file) {
   return p.string();
 }
 
+std::string readable_file_problem(const std::string& path) {
+  std::error_code ec;
+  fs::file_status status = fs::status(path, ec);
+  if (ec || !fs::exists(status)) {
+    if (ec && ec != std::errc::no_such_file_or_directory)
+      return "cannot be accessed: " + ec.message();
+    return "does not exist";
+  }
+  if (fs::is_directory(status)) return "is a directory";
+  if (!fs::is_regular_file(status)) return "is not a regular file";
+  // access(2) answers for the real uid: the one that runs `peregrine -t` and the start, before
+  // privileges are dropped.
+  if (::access(path.c_str(), R_OK) != 0) return "cannot be read: " + std::string(strerror(errno));
+  return "";
+}
+
 bool resolve_directory(std::string_view path, const std::string& base_dir, std::string* real,
                        std::string* error) {
   if (path.empty()) {

@@ -31,6 +31,9 @@ inline const std::vector<std::string_view> kEventBackends = {"epoll", "io_uring"
 std::string absolute_path(std::string_view path, const std::string& base_dir);
 // The directory of `file`, absolute (against the current directory).
 std::string directory_of(const std::string& file);
+// "" when `path` (absolute) is a regular file this process can read, else what is wrong with it
+// ("does not exist", "is a directory", "cannot be read: Permission denied", ...).
+std::string readable_file_problem(const std::string& path);
 // `path` (relative to `base_dir`) must exist and be a directory; *real gets its canonical form.
 bool resolve_directory(std::string_view path, const std::string& base_dir, std::string* real,
                        std::string* error);

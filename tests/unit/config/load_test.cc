@@ -732,6 +732,35 @@ root = "www"
             "it with '/', e.g. \"/errors/404.html\")");
 }
 
+// A missing page is no reason to refuse the configuration (it may be deployed after the
+// server), but `peregrine -t`, the start and a reload say so at the entry's position.
+TEST_F(LoadTest, ErrorPageThatCannotBeReadIsAWarning) {
+  dir_.write("www/errors/404.html", "<h1>not here</h1>");
+  dir_.mkdir("www/errors/500.html");
+  LoadResult result = load(R"([[site]]
+root = "www"
+error_pages = { 404 = "/errors/404.html", 500 = "/errors/500.html", 503 = "/maintenance.html" }
+)");
+  ASSERT_NE(result.config, nullptr);
+  EXPECT_TRUE(result.errors.empty());
+  std::vector<std::string> warnings;
+  for (const ConfigError& w : result.warnings) {
+    EXPECT_EQ(w.pos.file, dir_.path("test.toml"));
+    EXPECT_TRUE(w.warning);
+    warnings.push_back(test_support::describe(w));
+  }
+  EXPECT_EQ(warnings,
+            (std::vector<std::string>{
+                "3:49: error page \"/errors/500.html\" for 500: " + www() +
+                    "/errors/500.html is a directory (hint: until it can be read, 500 answers "
+                    "carry the built-in page; create the file or remove the entry)",
+                "3:75: error page \"/maintenance.html\" for 503: " + www() +
+                    "/maintenance.html does not exist (hint: until it can be read, 503 answers "
+                    "carry the built-in page; create the file or remove the entry)"}));
+  // Still served when it appears later: the entry is kept.
+  EXPECT_EQ(result.config->sites[0].error_pages.at(503), "/maintenance.html");
+}
+
 TEST_F(LoadTest, ErrorPagesNeedASiteRoot) {
   EXPECT_EQ(error(R"([[site]]
 error_pages = { 404 = "/404.html" }
