@@ -115,6 +115,18 @@ class MalformedTest(ServerTestCase):
                 self.check_rejected(name, raw, expected)
         self.assert_serving(self.srv)
 
+    def test_higher_minor_version_is_served_as_http11(self):
+        # RFC 9110 2.5 (Apache's http_strict probe): HTTP/1.2 is processed as HTTP/1.1, answered
+        # with HTTP/1.1 and kept alive; Host is required as for 1.1.
+        c = self.raw(self.srv.port)
+        for version in ("HTTP/1.2", "HTTP/1.9"):
+            c.send(f"GET /hello.txt {version}\r\n{H}\r\n".encode())
+            r = c.read_response()
+            self.assertEqual((r.status, r.version), (200, "HTTP/1.1"), r)
+            self.assertNotIn("close", r.connection_tokens(), r)
+        c.send(b"GET /hello.txt HTTP/1.2\r\n\r\n")
+        self.assertEqual(c.read_response().status, 400)
+
     def test_error_response_is_well_formed(self):
         c = self.raw(self.srv.port)
         c.send(f"GET / HTTP/1.1\r\n{H}X-Foo : bar\r\n\r\n".encode())

@@ -27,7 +27,8 @@
 //   431  more than kMaxHeaders fields, or a head longer than max_head_bytes.
 //   501  a transfer coding other than chunked. (A method token we do not know is not an error
 //        here: the parser returns kDone with Method::kUnknown and the route decides.)
-//   505  a well-formed HTTP-version other than 1.0 and 1.1 ("HTTP/2.0", "HTTP/1.2").
+//   505  a well-formed HTTP-version whose major is not 1 ("HTTP/2.0", "HTTP/0.9"); a higher
+//        minor of 1 ("HTTP/1.2") is processed as 1.1 (RFC 9110 2.5).
 // The parser does not percent-decode or normalize the path.
 #include "http/http1/parser.h"
 
@@ -224,6 +225,20 @@ int64_t ParseContentLength(const char* p, const char* e) {
   }
 }
 
+// Does an Upgrade value offer a protocol we might switch to? h2c does not count: we speak
+// HTTP/2 over cleartext by prior knowledge only (RFC 9113 3.3 dropped the upgrade), and a
+// proxied "Upgrade: h2c" is the known way to smuggle a request past a proxy's rules.
+bool OffersUpgrade(std::string_view value) {
+  while (!value.empty()) {
+    const size_t comma = value.find(',');
+    const std::string_view protocol = trim_ows(value.substr(0, comma));
+    if (!protocol.empty() && !token_is(protocol, "h2c")) return true;
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
 // Walks a comma-separated list of tokens (RFC 9110 5.6.1), empty elements allowed, calling
 // fn(token, length) for each. `params` lets an element carry ";..." parameters, which end the
 // walk (fn sees the token with has_params = true). Returns false on a syntax error.
@@ -308,7 +323,7 @@ ParseResult ParseHead(const char* p, const char* const end, const ParserLimits& 
   if (target_len == 0) return Fail(400, "empty request-target");
   ++p;
 
-  // HTTP-version: exactly "HTTP/1.1" or "HTTP/1.0", then CRLF.
+  // HTTP-version: "HTTP/" DIGIT "." DIGIT, then CRLF.
   if (end - p < 10) return Fail(400, "malformed HTTP version");
   uint64_t version;
   std::memcpy(&version, p, 8);
@@ -317,7 +332,10 @@ ParseResult ParseHead(const char* p, const char* const end, const ParserLimits& 
     out.version_minor = static_cast<uint8_t>(p[7] - '0');
   } else if (std::memcmp(p, "HTTP/", 5) == 0 && IsDigit(p[5]) && p[6] == '.' && IsDigit(p[7]) &&
              p[8] == '\r' && p[9] == '\n') {
-    return Fail(505, "unsupported HTTP version");
+    // RFC 9110 2.5: a higher minor version of a major version we implement is processed as
+    // the highest minor we implement; other majors (0.9, 2.0 as in the h2 preface) are not ours.
+    if (p[5] != '1') return Fail(505, "unsupported HTTP version");
+    out.version_minor = 1;
   } else {
     return Fail(400, "malformed HTTP version");
   }
@@ -376,6 +394,7 @@ ParseResult ParseHead(const char* p, const char* const end, const ParserLimits& 
   uint16_t count = 0;
   int host_count = 0;
   std::string_view host_value;
+  uint16_t host_index = 0;
   int64_t content_length = -1;
   bool te_seen = false, te_unknown = false, te_chunked_last = false;
   int te_chunked_count = 0;
@@ -412,6 +431,7 @@ ParseResult ParseHead(const char* p, const char* const end, const ParserLimits& 
           if (++host_count > 1) return Fail(400, "duplicate Host");
           if (ve != v && !ValidHostPort(v, ve, false)) return Fail(400, "invalid Host");
           host_value = h.value;
+          host_index = count - 1;
         }
         break;
       case 6:
@@ -425,7 +445,7 @@ ParseResult ParseHead(const char* p, const char* const end, const ParserLimits& 
         }
         break;
       case 7:
-        if (token_is(h.name, "upgrade")) upgrade_header |= (ve != v);
+        if (token_is(h.name, "upgrade")) upgrade_header |= OffersUpgrade(h.value);
         break;
       case 10:
         if (token_is(h.name, "connection")) {
@@ -486,7 +506,21 @@ ParseResult ParseHead(const char* p, const char* const end, const ParserLimits& 
   }
   if (expect_failed) return Fail(417, "unsupported expectation");
 
-  out.host = absolute ? out.authority : host_value;
+  if (absolute) {
+    // RFC 9112 3.2.2: the target's authority wins over Host. Everyone downstream (the proxy's
+    // Host, FastCGI's HTTP_HOST, AJP's header list) reads the field, so the field carries the
+    // authority that was routed on, never a second name for a back end to act on.
+    if (host_count == 0) {
+      if (count == kMaxHeaders) return Fail(431, "too many header fields");
+      out.headers[count++].name = "Host";
+      out.header_count = count;
+      host_index = count - 1;
+    }
+    out.headers[host_index].value = out.authority;
+    out.host = out.authority;
+  } else {
+    out.host = host_value;
+  }
   out.content_length = content_length;
   out.chunked = chunked;
   out.keep_alive = !conn_close && (minor == 1 || conn_keep_alive);

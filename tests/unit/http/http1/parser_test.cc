@@ -295,15 +295,19 @@ TEST_F(ParserTest, AbsoluteFormEmptyPathWithQuery) {
   EXPECT_EQ(req().authority, "h:443");
 }
 
-TEST_F(ParserTest, AbsoluteFormAuthorityOverridesHost) {
-  ExpectDone("GET http://real.example/ HTTP/1.1\r\nHost: other.example\r\n\r\n");
+// RFC 9112 3.2.2: the field itself is replaced, since handlers and back ends read the field.
+TEST_F(ParserTest, AbsoluteFormAuthorityReplacesHost) {
+  ExpectDone("GET http://real.example/ HTTP/1.1\r\nX: 1\r\nHost: other.example\r\n\r\n");
   EXPECT_EQ(req().host, "real.example");
-  EXPECT_EQ(req().header("Host"), "other.example");
+  EXPECT_EQ(req().header("Host"), "real.example");
+  EXPECT_EQ(req().header_count, 2u);
 }
 
-TEST_F(ParserTest, AbsoluteFormHttp10WithoutHost) {
-  ExpectDone("GET http://h/p HTTP/1.0\r\n\r\n");
+TEST_F(ParserTest, AbsoluteFormHttp10WithoutHostGetsOne) {
+  ExpectDone("GET http://h/p HTTP/1.0\r\nX: 1\r\n\r\n");
   EXPECT_EQ(req().host, "h");
+  EXPECT_EQ(req().header("Host"), "h");
+  EXPECT_EQ(req().header_count, 2u);
 }
 
 TEST_F(ParserTest, AbsoluteFormIpv6) {
@@ -669,9 +673,33 @@ TEST_F(ParserTest, RequestLineOnlyMethod) {
   ExpectError("GET\r\n\r\n", 400);
 }
 
+// An upgrade is only one we might take: h2c alone is not (HTTP/2 over cleartext is by prior
+// knowledge only), so such a request is an ordinary one and its Upgrade a hop-by-hop field.
+TEST_F(ParserTest, UpgradeToH2cAloneIsNoUpgrade) {
+  ExpectDone(
+      "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+      "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n");
+  EXPECT_FALSE(req().upgrade);
+  ExpectDone("GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: h2c, websocket\r\n\r\n");
+  EXPECT_TRUE(req().upgrade);
+  ExpectDone("GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n");
+  EXPECT_TRUE(req().upgrade);
+}
+
 TEST_F(ParserTest, UnsupportedWellFormedVersionsAre505) {
-  for (const char* v : {"HTTP/2.0", "HTTP/1.2", "HTTP/0.9", "HTTP/3.0"}) {
+  for (const char* v : {"HTTP/2.0", "HTTP/0.9", "HTTP/3.0", "HTTP/9.1"}) {
     ExpectError("GET / "s + v + "\r\nHost: h\r\n\r\n", 505);
+  }
+}
+
+// RFC 9110 2.5: a higher minor version of 1 is processed as HTTP/1.1 (Apache's http_strict
+// probe; HTTP/1.1 rules apply, so Host is required and keep-alive is the default).
+TEST_F(ParserTest, HigherMinorVersionIsProcessedAs11) {
+  for (const char* v : {"HTTP/1.2", "HTTP/1.9"}) {
+    ExpectDone("GET / "s + v + "\r\nHost: h\r\n\r\n");
+    EXPECT_EQ(req().version_minor, 1);
+    EXPECT_TRUE(req().keep_alive);
+    ExpectError("GET / "s + v + "\r\n\r\n", 400);
   }
 }
 
