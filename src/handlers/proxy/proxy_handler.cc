@@ -20,6 +20,7 @@
 #include "core/strings.h"
 #include "event/deferred.h"
 #include "handlers/proxy/body_reader.h"
+#include "handlers/proxy/request_head.h"
 #include "http/header_names.h"
 #include "http/http1/response_parser.h"
 #include "upstream/exchange.h"
@@ -75,26 +76,6 @@ bool has_location_or_refresh(const std::vector<HeaderView>& fields) {
         (h.name.size() == 7 && ascii_iequals(h.name, "Refresh")))
       return true;
   return false;
-}
-
-// Percent-encodes what may not appear raw in a request-target path.
-std::string encode_path(std::string_view path) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(path.size());
-  for (char ch : path) {
-    auto c = static_cast<unsigned char>(ch);
-    bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                std::string_view("-._~/!$&'()*+,;=:@").find(ch) != std::string_view::npos;
-    if (safe) {
-      out += ch;
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
 }
 
 HeaderRules make_rules(const std::vector<std::string>& remove,
@@ -261,13 +242,6 @@ upstream::PickContext ProxyExchange::pick_context() {
 
 void ProxyExchange::build_request_head() {
   const config::ProxyOptions& options = handler_.options_;
-  std::vector<HeaderView>& in = handler_.scratch_fields_;
-  in.clear();
-  for (const peregrine::Header& h : request_.header_list()) {
-    // We frame the body ourselves; 100-continue is the client connection's business.
-    if (ascii_iequals(h.name, "Content-Length") || ascii_iequals(h.name, "Expect")) continue;
-    in.push_back({h.name, h.value});
-  }
   RequestContext context;
   context.client_ip = client_ip_;
   context.scheme = request_.secure ? "https" : "http";
@@ -280,42 +254,12 @@ void ProxyExchange::build_request_head() {
   }
   context.upstream_host = server_host;
   context.tunnel = tunnel_;
-
-  std::string_view raw_path = request_.raw_path.empty() ? std::string_view("/") : request_.raw_path;
-  std::string path;
-  if (handler_.map_path_) {
-    std::optional<std::string> mapped = map_path(raw_path, options.path_prefix, options.path);
-    if (!mapped) {
-      // The route matched the decoded path; the raw one spells the prefix differently.
-      mapped = map_path(request_.path, options.path_prefix, options.path);
-      if (mapped) mapped = encode_path(*mapped);
-    }
-    path = mapped ? std::move(*mapped) : std::string(raw_path);
-  } else {
-    path = raw_path;
-  }
+  const PathMapping mapping{handler_.map_path_, options.path_prefix, options.path};
 
   std::string head;
   head.reserve(512);
-  head.append(request_.method_text);
-  head += ' ';
-  head += path;
-  if (!request_.query.empty()) {
-    head += '?';
-    head.append(request_.query);
-  }
-  head.append(" HTTP/1.1\r\n");
-  if (!append_request_headers_fast(head, in, context, handler_.request_options_))
-    append_header_block(head, rewrite_request_headers(in, context, handler_.request_options_));
-  if (chunked_request_) {
-    head.append("Transfer-Encoding: chunked\r\n");
-  } else if (!tunnel_ && request_.content_length >= 0) {
-    head.append("Content-Length: ");
-    append_decimal(head, static_cast<unsigned long long>(request_.content_length));
-    head.append("\r\n");
-  }
-  if (!tunnel_) head.append("Connection: keep-alive\r\n");
-  head.append("\r\n");
+  append_request_head(head, request_, mapping, context, handler_.request_options_,
+                      handler_.scratch_fields_);
   out_.replace(0, head_len_, head);
   head_len_ = head.size();
 }
@@ -972,6 +916,16 @@ void ProxyHandler::give_back_buffer(std::unique_ptr<char[]> buffer) {
 }
 
 handlers::Exchange* ProxyHandler::start(const Request& request, handlers::Downstream& downstream) {
+  if (request.upgrade && options_.websocket && request.has_body()) {
+    // A tunnelled request's body and the tunnel's bytes would share one byte stream, and only
+    // the back end would decide where one ends: a body that is itself a request becomes a
+    // second request that no route rule saw. No upgrade protocol in use sends a body (RFC 6455
+    // 4.1: a GET), so refuse it rather than forward it and hope the back end agrees.
+    LOG_INFO("client sent a bad request (400): an Upgrade request with a body, client: %s",
+             peer_address(request.peer).c_str());
+    downstream.fail(400);
+    return nullptr;
+  }
   auto* exchange = new ProxyExchange(*this, request, downstream);
   if (!exchange->begin()) return nullptr;  // already answered; disposed after this batch
   return exchange;
