@@ -30,7 +30,9 @@ uint8_t roles_of(std::string_view name) {
     case 10:
       return is("connection") || is("keep-alive") ? kHopByHop | kManaged : 0;
     case 14:
-      return is("content-length") ? kFraming | kSetByConnection | kManaged : 0;
+      if (is("content-length")) return kFraming | kSetByConnection | kManaged;
+      // RFC 9113 3.1 (RFC 7540 3.2.1): the h2c upgrade's settings, for this hop only.
+      return is("http2-settings") ? kHopByHop | kManaged : 0;
     case 16:
       return is("proxy-connection") ? kHopByHop | kManaged : 0;
     case 17:

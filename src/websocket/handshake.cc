@@ -77,6 +77,8 @@ HandshakeAnswer check_upgrade(const Request& request) {
     return refuse(400, "WebSocket upgrade with a method other than GET");
   if (request.version_major != 1 || request.version_minor < 1)
     return refuse(400, "WebSocket upgrade needs HTTP/1.1");
+  // Its bytes would be read as the first frames: the body is not framed apart from them.
+  if (request.has_body()) return refuse(400, "WebSocket upgrade with a body");
   const std::optional<std::string_view> version = request.header("sec-websocket-version");
   if (!version) return refuse(400, "WebSocket upgrade without Sec-WebSocket-Version");
   if (*version != "13") return refuse(426, "unsupported Sec-WebSocket-Version");

@@ -526,6 +526,20 @@ class TestHeaders(ProxyTestCase):
         self.assertEqual(header_values(echoed, "X-B"), ["1", "2"])
         self.assertEqual(header_values(echoed, "X-Kept"), ["yes"])
 
+    def test_the_authority_routed_on_is_the_one_forwarded(self):
+        # RFC 9112 3.2.2: an absolute-form target's authority replaces Host, for routing and for
+        # the back end alike; a back end acting on the other name would bypass the site's rules.
+        a = self.backend("A")
+        srv = self.proxy_to([a])
+        with RawClient(srv.port) as c:
+            c.send(b"GET http://a.test/y/echo HTTP/1.1\r\nHost: b.test\r\n\r\n")
+            resp = c.read_response()
+        self.assertEqual(resp.status, 200, resp)
+        echoed = json.loads(resp.body)
+        self.assertEqual(echoed["target"], "/y/echo")
+        self.assertEqual(header_values(echoed, "Host"), ["a.test"])
+        self.assertEqual(header_values(echoed, "X-Forwarded-Host"), ["a.test"])
+
     def test_hop_by_hop_response_headers_removed_and_rules_applied(self):
         a = self.backend("A")
         rules = RawToml('{ set = { "X-D" = "1" }, remove = ["X-End"] }')
@@ -932,6 +946,39 @@ class TestWebSocket(ProxyTestCase):
         self.assertEqual(ws.sock.recv(100), b"")  # closed by the proxy
         self.assertLess(time.monotonic() - started, 3)
         ws.sock.close()
+
+    def test_upgrade_with_a_body_is_refused_and_never_reaches_the_back_end(self):
+        # The body is itself a request: forwarded raw after an unframed head, the back end would
+        # run it as a second request that no route rule saw (issue 49).
+        a = self.backend("A")
+        srv = self.proxy_to([a])
+        inner = (b"POST /admin/delete-everything HTTP/1.1\r\nHost: localhost\r\n"
+                 b"X-Forwarded-For: 10.9.9.9\r\nContent-Length: 0\r\n\r\n")
+        upgrade = {"Connection": "Upgrade", "Upgrade": "websocket",
+                   "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13"}
+        chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(inner), inner)
+        for framing, body in (({"Content-Length": str(len(inner))}, inner),
+                              ({"Transfer-Encoding": "chunked"}, chunked)):
+            with RawClient(srv.port) as c:
+                c.send(build_request("GET", "/chat", {**upgrade, **framing}, body))
+                resp = c.read_response()
+                self.assertEqual(resp.status, 400, resp)
+                self.assertTrue(c.wait_closed(), "the connection stays open")
+        self.wait_for(lambda: "an Upgrade request with a body" in srv.stderr(), msg="a log line")
+        _, echoed = self.echo(srv.port, path="/after/echo")
+        self.assertEqual(echoed["target"], "/after/echo")
+        self.assertEqual(a.stats()["by_path"], {"/after/echo": 1})
+
+    def test_h2c_upgrade_is_never_offered_to_the_back_end(self):
+        a = self.backend("A")
+        srv = self.proxy_to([a])
+        _, echoed = self.echo(srv.port, method="POST", body=b"x=1", headers={
+            "Connection": "Upgrade, HTTP2-Settings", "Upgrade": "h2c",
+            "HTTP2-Settings": "AAMAAABkAAQCAAAAAAIAAAAA"})
+        self.assertEqual(header_values(echoed, "Upgrade"), [])
+        self.assertEqual(header_values(echoed, "HTTP2-Settings"), [])
+        self.assertEqual(header_values(echoed, "Connection"), ["keep-alive"])
+        self.assertEqual((echoed["method"], echoed["body_length"]), ("POST", 3))
 
     def test_websocket_off_does_not_tunnel(self):
         a = self.backend("A")

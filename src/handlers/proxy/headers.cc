@@ -33,7 +33,24 @@ bool listed(const std::vector<std::string_view>& names, std::string_view name) {
                      [&](std::string_view n) { return ascii_iequals(n, name); });
 }
 
-// Copies `in` without hop-by-hop headers. When tunnelling, Upgrade survives and
+// An Upgrade value without h2c: a back end is never offered the cleartext HTTP/2 upgrade, the
+// way around a proxy's rules ("h2c smuggling"). Empty when nothing else was offered.
+std::string upgrade_without_h2c(std::string_view value) {
+  std::string out;
+  while (!value.empty()) {
+    size_t comma = value.find(',');
+    std::string_view protocol = trim_ows(value.substr(0, comma));
+    if (!protocol.empty() && !ascii_iequals(protocol, "h2c")) {
+      if (!out.empty()) out += ", ";
+      out += protocol;
+    }
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+// Copies `in` without hop-by-hop headers. When tunnelling, Upgrade survives (less h2c) and
 // "Connection: upgrade" is added if an Upgrade header was present.
 HeaderList end_to_end(std::span<const HeaderView> in, bool tunnel) {
   std::vector<std::string_view> named = connection_tokens(in);
@@ -43,8 +60,10 @@ HeaderList end_to_end(std::span<const HeaderView> in, bool tunnel) {
   for (const HeaderView& h : in) {
     bool is_upgrade = ascii_iequals(h.name, "Upgrade");
     if (tunnel && is_upgrade) {
+      std::string offered = upgrade_without_h2c(h.value);
+      if (offered.empty()) continue;
       upgrade = true;
-      out.push_back({std::string(h.name), std::string(h.value)});
+      out.push_back({std::string(h.name), std::move(offered)});
       continue;
     }
     if (is_hop_by_hop(h.name) || listed(named, h.name)) continue;

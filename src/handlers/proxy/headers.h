@@ -10,8 +10,9 @@
 // Request order of operations (rewrite_request_headers):
 //   1. hop-by-hop headers removed: Connection and every header it names, Keep-Alive, TE, Trailer,
 //      Transfer-Encoding (the proxy re-frames the body), Upgrade (kept when tunnelling), and
-//      Proxy-Connection, Proxy-Authenticate, Proxy-Authorization. When tunnelling, "Upgrade" is
-//      kept and "Connection: upgrade" is added.
+//      Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, HTTP2-Settings. When
+//      tunnelling, "Upgrade" is kept less any h2c (never offered to a back end) and
+//      "Connection: upgrade" is added.
 //   2. Host: passed through, replaced by the upstream's host, or a fixed value (HostMode).
 //   3. forwarding headers: X-Forwarded-For (received values joined, then ", " + client IP),
 //      X-Forwarded-Proto, X-Forwarded-Host, X-Real-IP (each replaces what the client sent),

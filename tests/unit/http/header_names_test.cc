@@ -10,7 +10,7 @@ namespace {
 TEST(HeaderNames, HopByHopAnyCase) {
   for (std::string_view n :
        {"Connection", "keep-alive", "PROXY-CONNECTION", "te", "Trailer", "transfer-encoding",
-        "Upgrade", "Proxy-Authenticate", "proxy-authorization"})
+        "Upgrade", "Proxy-Authenticate", "proxy-authorization", "HTTP2-Settings"})
     EXPECT_TRUE(is_hop_by_hop(n)) << n;
   for (std::string_view n : {"Content-Length", "Date", "Server", "Host", "Cookie", "TEE", "T",
                              "Connections", "X-Upgrade", "Proxy", "Trailers", ""})

@@ -112,6 +112,21 @@ TEST(ProxyHeadersHopByHop, TunnelKeepsUpgrade) {
                                                                   {"Connection", "upgrade"}}));
 }
 
+// h2c is never offered to a back end, not even beside another protocol: a back end that took
+// it up would read requests that never passed our routes ("h2c smuggling").
+TEST(ProxyHeadersHopByHop, TunnelNeverForwardsH2c) {
+  RequestContext c = context();
+  c.tunnel = true;
+  Views in = {{"Host", "a"},
+              {"Connection", "Upgrade, HTTP2-Settings"},
+              {"Upgrade", "H2C, websocket"},
+              {"HTTP2-Settings", "AAMAAABkAAQCAAAAAAIAAAAA"}};
+  EXPECT_EQ(rewrite_request_headers(in, c, bare()),
+            (HeaderList{{"Host", "a"}, {"Upgrade", "websocket"}, {"Connection", "upgrade"}}));
+  Views only_h2c = {{"Host", "a"}, {"Connection", "Upgrade"}, {"Upgrade", "h2c"}};
+  EXPECT_EQ(rewrite_request_headers(only_h2c, c, bare()), (HeaderList{{"Host", "a"}}));
+}
+
 TEST(ProxyHeadersHopByHop, TunnelWithoutUpgradeAddsNoConnection) {
   RequestContext c = context();
   c.tunnel = true;
