@@ -856,6 +856,13 @@ def main():
     program = unittest.main(verbosity=2, exit=False,
                             testRunner=unittest.TextTestRunner(verbosity=2, resultclass=_RecordingResult))
     outcomes = program.result.outcomes
+    if not outcomes:
+        # A file whose cases were never collected (an import gone wrong, a selection that names
+        # nothing) would otherwise count as nothing at all, which reads as a pass.
+        outcomes = {os.path.basename(sys.argv[0]): ("failed", "no test case was collected")}
+        print("FAILED: no test case was collected", file=sys.stderr)
+        write_outcomes(outcomes)
+        sys.exit(1)
     write_outcomes(outcomes)
     statuses = [status for status, _ in outcomes.values()]
     if not program.result.wasSuccessful():

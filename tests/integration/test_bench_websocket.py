@@ -18,6 +18,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "bench"))
 import websocket as wsb  # noqa: E402
 
+import harness  # noqa: E402
+
 
 def unmask(frame):
     """(opcode, payload) of one masked client frame, read independently of websocket.py."""
@@ -148,4 +150,4 @@ class AgainstPython(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    harness.main()

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import time
 
-from harness import (PEREGRINE_BIN, RawClient, ServerTestCase, build_request, h2c, main,
+from harness import (PEREGRINE_BIN, RawClient, ServerTestCase, build_request, h2c, main, missing,
                      make_config, proc_status_kb)
 
 APP_BIN = os.path.join(os.path.dirname(PEREGRINE_BIN), "library_app")
@@ -278,7 +278,7 @@ class AsyncH2cTest(AsyncOverBothProtocols, ServerTestCase):
             import h2.config
             import h2.connection
         except ImportError:
-            self.skipTest("python3-h2 is not installed")
+            missing("python3-h2 is not installed (python3-h2)")
         sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
         self.addCleanup(sock.close)
         conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))

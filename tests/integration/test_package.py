@@ -18,7 +18,7 @@ import tempfile
 import time
 import unittest
 
-from harness import PEREGRINE_BIN, REPO, ServerTestCase, main
+from harness import PEREGRINE_BIN, REPO, ServerTestCase, main, missing, require_tool
 
 DEBIAN = os.path.join(REPO, "debian")
 UNIT = os.path.join(DEBIAN, "peregrine.service")
@@ -47,9 +47,10 @@ def localize(text, tmp):
 
 
 class UnitTest(unittest.TestCase):
-    @unittest.skipUnless(shutil.which("systemd-analyze") and SYSTEM_UNITS,
-                         "needs systemd (scripts/install-deps.sh test installs it)")
     def test_systemd_analyze_verify_passes(self):
+        require_tool("systemd-analyze", "systemd")
+        if not SYSTEM_UNITS:
+            missing("no systemd units in /lib/systemd/system (systemd)")
         # An offline root holding this system's units, the unit and the binary it runs, so that
         # verify checks the unit as installed (targets it names, ExecStart paths), not this box.
         root = tempfile.mkdtemp(prefix="peregrine-unit-")

@@ -386,4 +386,4 @@ class TestConfigErrors(ClientCertCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    harness.main()
