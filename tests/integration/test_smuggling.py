@@ -461,6 +461,19 @@ class TestAbsoluteForm(SmugglingTestCase):
         self.run_table(cases, self.h1)
 
 
+    def test_authority_and_asterisk_forms(self):
+        # CONNECT would make the back end a tunnel past every route; `*` names no resource.
+        cases = [
+            ("CONNECT a.test:443", head("CONNECT a.test:443 HTTP/1.1", [("Host", "a.test:443")]),
+             Refused(400, 405, 501)),
+            ("CONNECT to a back end's address",
+             head(f"CONNECT {self.backends['http-a'].address} HTTP/1.1", [("Host", "a.test")]),
+             Refused(400, 405, 501)),
+            ("GET *", head("GET * HTTP/1.1", [("Host", "a.test")]), Refused(400)),
+        ]
+        self.run_table(cases, self.h1)
+
+
 class TestHttp12(SmugglingTestCase):
     """RFC 9110 2.5: a higher minor version is processed as HTTP/1.1, not 505."""
 
@@ -554,6 +567,19 @@ class TestHttp2(SmugglingTestCase):
                 cases.append((f"{route} host value {bad!r}",
                               (h2_fields(path=path, authority=None, extra=[("host", bad)]), None),
                               bad_h2()))
+        self.run_h2(cases)
+
+    def test_connect_and_asterisk(self):
+        cases = [
+            ("CONNECT", ([(":method", "CONNECT"), (":authority", "a.test:443")], None),
+             Refused(400, 405, 501, reset=True, reset_code=None)),
+            # RFC 8441's extended CONNECT: :protocol is unknown unless the server's SETTINGS
+            # offered it, and Peregrine offers no WebSocket over HTTP/2.
+            ("CONNECT with :protocol websocket",
+             ([(":method", "CONNECT"), (":protocol", "websocket"), (":scheme", "http"),
+               (":path", "/chat"), (":authority", "a.test")], None), bad_h2()),
+            ("GET *", (h2_fields(path="*"), None), bad_h2()),
+        ]
         self.run_h2(cases)
 
     def test_connection_specific_fields(self):
