@@ -240,11 +240,20 @@ bool Session::process_frame(const FrameHeader& h, std::string_view payload) {
       return on_continuation(h, payload);
     case kPriority: {
       if (h.stream == 0) return connection_error(ErrorCode::kProtocolError, "PRIORITY on stream 0");
-      // RFC 9113 5.3.2 / 6.3: read and ignored, but still checked.
-      Stream* s = find(h.stream);
-      if (payload.size() != 5) return s ? stream_error(h.stream, ErrorCode::kFrameSizeError) : true;
-      if (static_cast<int32_t>(read32(payload.data()) & 0x7fffffff) == h.stream && s)
+      // RFC 9113 5.3.2 / 6.3: read and ignored, but still checked: a bad size or a stream that
+      // depends on itself is a stream error, in any state (PRIORITY may come on a closed
+      // stream too). On an idle stream there is no stream to reset (an RST_STREAM on an idle
+      // stream is itself a connection error for the client, 5.1), so the connection ends
+      // instead, as RFC 9113 5.4 allows for any stream error.
+      const bool idle = h.stream > last_stream_id_;
+      if (payload.size() != 5) {
+        if (idle) return connection_error(ErrorCode::kFrameSizeError, "PRIORITY size");
+        return stream_error(h.stream, ErrorCode::kFrameSizeError);
+      }
+      if (static_cast<int32_t>(read32(payload.data()) & 0x7fffffff) == h.stream) {
+        if (idle) return connection_error(ErrorCode::kProtocolError, "stream depends on itself");
         return stream_error(h.stream, ErrorCode::kProtocolError);
+      }
       return true;
     }
     case kRstStream:
@@ -299,6 +308,17 @@ bool Session::on_data_frame(const FrameHeader& h, std::string_view payload) {
     // connection window at once.
     conn_unconsumed_ += length;
     consume(0, length);
+    switch (s ? Closed::kUnknown : closed_as(h.stream)) {
+      case Closed::kEnded:
+      case Closed::kSkipped:
+        // RFC 9113 5.1: the client had ended the stream (or never opened it): no frame of it
+        // can be in flight.
+        return connection_error(ErrorCode::kStreamClosed, "DATA on a closed stream");
+      case Closed::kResetByPeer:
+        return stream_error(h.stream, ErrorCode::kStreamClosed);
+      case Closed::kUnknown:
+        break;  // in flight when we reset it (5.1: ignored)
+    }
     return true;
   }
   if (s->remote_closed || !s->head_received) {
@@ -351,7 +371,7 @@ bool Session::on_headers_frame(const FrameHeader& h, std::string_view payload) {
       if (!(h.flags & kEndHeaders))
         return connection_error(ErrorCode::kProtocolError, "stream depends on itself");
       if (!discard_block(payload.substr(5, payload.size() - 5 - pad))) return false;
-      if (h.stream > last_stream_id_) last_stream_id_ = h.stream;
+      if (h.stream > last_stream_id_) advance_last_stream(h.stream);
       return stream_error(h.stream, ErrorCode::kProtocolError);
     }
     payload.remove_prefix(5);
@@ -402,10 +422,24 @@ bool Session::on_header_block(int32_t id, std::string_view block, bool end_strea
     }
     trailers = true;
   } else if (id <= last_stream_id_) {
-    // A stream already closed (RFC 9113 5.1): frames in flight when we reset it are expected.
+    switch (closed_as(id)) {
+      case Closed::kSkipped:
+        // RFC 9113 5.1.1: ids only go up; this one was passed over, so it is closed.
+        return connection_error(ErrorCode::kProtocolError, "stream id lower than the last one");
+      case Closed::kEnded:
+        // RFC 9113 5.1: after END_STREAM nothing more of the stream can be in flight.
+        return connection_error(ErrorCode::kStreamClosed, "HEADERS on a closed stream");
+      case Closed::kResetByPeer:
+        if (!discard_block(block)) return false;
+        return stream_error(id, ErrorCode::kStreamClosed);
+      case Closed::kUnknown:
+        break;
+    }
+    // Frames in flight when we reset the stream are expected (5.1); the block is still decoded
+    // so that the HPACK table stays in step.
     return discard_block(block);
   } else {
-    last_stream_id_ = id;
+    advance_last_stream(id);
     if (goaway_sent_ && id > goaway_last_) return discard_block(block);  // RFC 9113 6.8
     if (live_.size() >= options_.max_concurrent_streams) {
       if (!discard_block(block)) return false;
@@ -538,6 +572,7 @@ bool Session::on_rst_stream(const FrameHeader& h, std::string_view payload) {
   const bool counts = s->head_received && !s->local_closed;
   s->closing = false;
   close_stream(*s, code);
+  remember_closed(h.stream, h.stream, Closed::kResetByPeer);
   if (counts && ++client_resets_ > options_.reset_budget + completed_ / 2)
     return calm_down("too many streams reset by the client (rapid reset)");
   return true;
@@ -729,6 +764,25 @@ Stream* Session::find(int32_t id) {
   return nullptr;
 }
 
+void Session::remember_closed(int32_t first, int32_t last, Closed how) {
+  closed_[closed_next_] = {first, last, how};
+  closed_next_ = (closed_next_ + 1) % kClosedMemory;
+}
+
+Session::Closed Session::closed_as(int32_t id) const {
+  // Newest first: a stream the client ended and then reset is remembered as reset.
+  for (size_t k = 1; k <= kClosedMemory; ++k) {
+    const ClosedIds& c = closed_[(closed_next_ + kClosedMemory - k) % kClosedMemory];
+    if (id >= c.first && id <= c.last) return c.how;
+  }
+  return Closed::kUnknown;
+}
+
+void Session::advance_last_stream(int32_t id) {
+  if (id > last_stream_id_ + 2) remember_closed(last_stream_id_ + 1, id - 1, Closed::kSkipped);
+  last_stream_id_ = id;
+}
+
 Stream* Session::open_stream(int32_t id) {
   Stream* s;
   std::vector<Stream*>& spare = spare_streams.spare;
@@ -760,6 +814,7 @@ void Session::close_stream(Stream& s, ErrorCode code) {
     s.unconsumed = 0;
     consume(0, n);
   }
+  if (s.remote_closed) remember_closed(s.id, s.id, Closed::kEnded);
   events_.on_stream_close(s, code);
   s.user = nullptr;
   auto it = std::find(live_.begin(), live_.end(), &s);

@@ -225,6 +225,20 @@ class Session {
                           int32_t stream);
   void write_window_update(std::string& out, int32_t stream, uint32_t increment);
 
+  // RFC 9113 5.1: what a frame on a stream that is no longer live meets depends on how the
+  // stream ended. A short memory of the last closes and of ids skipped (implicitly closed,
+  // 5.1.1): a stream forgotten, or one we reset (whose frames in flight must be ignored), is not
+  // in it, and its frames are dropped as before.
+  enum class Closed : uint8_t {
+    kUnknown,      // ours to ignore: we reset it, or it is too old to remember
+    kEnded,        // the client had sent END_STREAM: anything more is STREAM_CLOSED (5.1)
+    kResetByPeer,  // the client reset it: a stream error STREAM_CLOSED (5.1)
+    kSkipped,      // never opened, a higher id was used first: PROTOCOL_ERROR (5.1.1)
+  };
+  void remember_closed(int32_t first, int32_t last, Closed how);
+  Closed closed_as(int32_t id) const;
+  // A new client stream id: the ids skipped below it are remembered as closed.
+  void advance_last_stream(int32_t id);
   Stream* open_stream(int32_t id);
   void close_stream(Stream& s, ErrorCode code);  // on_stream_close now
   void recycle_closed();
@@ -265,6 +279,16 @@ class Session {
   int32_t last_stream_id_ = 0;    // the highest client stream id seen (above it: idle)
   int32_t last_processed_ = 0;    // the highest one opened for the application
   int32_t goaway_last_ = 0x7fffffff;
+  struct ClosedIds {
+    int32_t first = 0;
+    int32_t last = -1;
+    Closed how = Closed::kUnknown;
+  };
+  // Enough for every stream a client may have open at once (128 by default) to close between
+  // its frames in flight and their arrival, in the common case of one entry a stream.
+  static constexpr size_t kClosedMemory = 64;
+  ClosedIds closed_[kClosedMemory];
+  size_t closed_next_ = 0;
 
   // Settings.
   uint32_t peer_max_frame_size_ = 16384;

@@ -403,21 +403,135 @@ TEST_F(SessionTest, EvenOrDecreasingStreamIds) {
   open();
   EXPECT_FALSE(session->receive(get(2)));
   expect_goaway(ErrorCode::kProtocolError);
+  // h2spec 5.1.1 #2: stream 3 was never opened and 5 was: ids only go up (RFC 9113 5.1.1).
   start({});
   ASSERT_TRUE(session->receive(get(5)));
-  // Stream 3 is lower than 5, so closed (RFC 9113 5.1.1): its block is decoded and dropped.
-  ASSERT_TRUE(session->receive(get(3)));
+  EXPECT_FALSE(session->receive(get(3)));
   EXPECT_EQ(events.requests.size(), 1u);
   EXPECT_EQ(session->last_stream_id(), 5);
+  expect_goaway(ErrorCode::kProtocolError);
+  // Skipped from the start: stream 1 is below the first stream opened.
+  start({});
+  ASSERT_TRUE(session->receive(get(7)));
+  EXPECT_FALSE(session->receive(get(1)));
+  expect_goaway(ErrorCode::kProtocolError);
+}
+
+// RFC 9113 5.1: frames in flight when we reset a stream are ignored, its trailers' block still
+// decoded (the HPACK table stays in step with the client's).
+TEST_F(SessionTest, FramesOnAStreamWeResetAreIgnored) {
+  open();
+  ASSERT_TRUE(session->receive(get(1, false)));
+  session->submit_rst_stream(1, ErrorCode::kInternalError);
+  expect_rst(out(), 1, ErrorCode::kInternalError);
+  ASSERT_TRUE(session->receive(frame(DATA, 0, 1, "in flight")));
+  std::string t;
+  client.encode(t, "x-trailer", "1");
+  ASSERT_TRUE(session->receive(frame(HEADERS, 0x5, 1, t)));
+  EXPECT_TRUE(out().empty());
+  ASSERT_TRUE(session->receive(get(3, true, {{"x-trailer", "1"}}))) << "table in step";
+  EXPECT_EQ(events.requests.back().fields.back().second, "1");
+}
+
+// h2spec 5.1 #8, #9: after the client's RST_STREAM, DATA or HEADERS on the stream are a stream
+// error STREAM_CLOSED.
+TEST_F(SessionTest, FramesAfterTheClientsResetAreStreamClosed) {
+  open();
+  ASSERT_TRUE(session->receive(get(1, false)));
+  ASSERT_TRUE(session->receive(frame(RST_STREAM, 0, 1, be32(8))));
+  ASSERT_TRUE(session->receive(frame(DATA, 1, 1, "test")));
+  expect_rst(out(), 1, ErrorCode::kStreamClosed);
+  start({});
+  ASSERT_TRUE(session->receive(get(1, false)));
+  ASSERT_TRUE(session->receive(frame(RST_STREAM, 0, 1, be32(8))));
+  ASSERT_TRUE(session->receive(get(1)));
+  expect_rst(out(), 1, ErrorCode::kStreamClosed);
+  EXPECT_EQ(events.requests.size(), 1u);
+  ASSERT_TRUE(session->receive(get(3))) << "the connection goes on";
+  EXPECT_EQ(events.requests.size(), 2u);
+}
+
+// h2spec 5.1 #11, #12: a stream closed after both END_STREAMs takes nothing more: a connection
+// error STREAM_CLOSED.
+TEST_F(SessionTest, FramesOnAClosedStreamAreAConnectionError) {
+  Session::Header h[] = {{":status", "204"}};
+  for (const bool headers : {false, true}) {
+    start({});
+    ASSERT_TRUE(session->receive(get(1)));
+    ASSERT_TRUE(session->submit_response(1, h, false));
+    ASSERT_EQ(out().size(), 1u);
+    ASSERT_EQ(events.closes.size(), 1u);
+    EXPECT_FALSE(session->receive(headers ? get(1) : frame(DATA, 1, 1, "test")));
+    expect_goaway(ErrorCode::kStreamClosed);
+    EXPECT_EQ(events.requests.size(), 1u);
+  }
+  // WINDOW_UPDATE, RST_STREAM and PRIORITY may still come (RFC 9113 5.1).
+  start({});
+  ASSERT_TRUE(session->receive(get(1)));
+  ASSERT_TRUE(session->submit_response(1, h, false));
+  out();
+  ASSERT_TRUE(session->receive(frame(WINDOW_UPDATE, 0, 1, be32(10))));
+  ASSERT_TRUE(session->receive(frame(RST_STREAM, 0, 1, be32(8))));
+  ASSERT_TRUE(session->receive(frame(PRIORITY, 0, 1, be32(0) + "x")));
+  EXPECT_TRUE(out().empty());
+}
+
+// The memory of closed streams is short: a stream closed long ago (64 closes later) is
+// forgotten, and its frames are dropped as a reset stream's are.
+TEST_F(SessionTest, OldClosedStreamsAreForgotten) {
+  open();
+  Session::Header h[] = {{":status", "204"}};
+  for (uint32_t id = 1; id < 2 * 70; id += 2) {
+    ASSERT_TRUE(session->receive(get(id)));
+    ASSERT_TRUE(session->submit_response(id, h, false));
+    out();
+  }
+  ASSERT_TRUE(session->receive(frame(DATA, 1, 1, "old")));
+  EXPECT_FALSE(session->receive(frame(DATA, 1, 137, "recent")));
+  expect_goaway(ErrorCode::kStreamClosed);
+}
+
+// h2spec 5.3.1 #2 and 6.3 #2: PRIORITY is checked in every state: on a stream known to the
+// session a stream error; on an idle one (nothing to reset) the connection ends.
+TEST_F(SessionTest, BadPriorityFrames) {
+  open();
+  EXPECT_FALSE(session->receive(frame(PRIORITY, 0, 1, be32(1) + "x")));
+  expect_goaway(ErrorCode::kProtocolError);
+  start({});
+  EXPECT_FALSE(session->receive(frame(PRIORITY, 0, 1, be32(0))));
+  expect_goaway(ErrorCode::kFrameSizeError);
+  start({});
+  ASSERT_TRUE(session->receive(get(1, false)));
+  ASSERT_TRUE(session->receive(frame(PRIORITY, 0, 1, be32(1) + "x")));
+  expect_rst(out(), 1, ErrorCode::kProtocolError);
+  start({});
+  ASSERT_TRUE(session->receive(get(1)));
+  Session::Header h[] = {{":status", "204"}};
+  ASSERT_TRUE(session->submit_response(1, h, false));
+  out();
+  ASSERT_TRUE(session->receive(frame(PRIORITY, 0, 1, be32(0))));  // closed, 4 bytes
+  expect_rst(out(), 1, ErrorCode::kFrameSizeError);
 }
 
 TEST_F(SessionTest, MalformedFieldsResetTheStream) {
   const std::vector<std::pair<std::string, std::string>> bad[] = {
-      {{"X-Upper", "1"}},     {{"connection", "close"}},
-      {{"te", "gzip"}},       {{"x-nul", std::string("a\0b", 3)}},
-      {{"x-space", " lead"}}, {{"x-bad", "app says no"}},
-      {{"keep-alive", "5"}},  {{"proxy-connection", "x"}},
-      {{"upgrade", "h2c"}},   {{"transfer-encoding", "chunked"}},
+      {{"X-Upper", "1"}},
+      {{"connection", "close"}},
+      {{"te", "gzip"}},
+      {{"x-nul", std::string("a\0b", 3)}},
+      {{"x-space", " lead"}},
+      {{"x-bad", "app says no"}},
+      {{"keep-alive", "5"}},
+      {{"proxy-connection", "x"}},
+      {{"upgrade", "h2c"}},
+      {{"transfer-encoding", "chunked"}},
+      {{"http2-settings", "AAMAAABkAAQAAP__"}},
+      {{"x(y)", "1"}},
+      {{"a/b", "1"}},
+      {{"x-cr", "a\rb"}},
+      {{"x-lf", "a\nb"}},
+      {{"x-tab", "v\t"}},
+      {{"x y", "1"}},
   };
   for (const auto& fields : bad) {
     start({});
@@ -780,8 +894,9 @@ TEST_F(SessionTest, DataStateRules) {
   ASSERT_TRUE(session->receive(get(1)));  // half-closed (remote)
   ASSERT_TRUE(session->receive(frame(DATA, 0, 1, "x")));
   expect_rst(out(), 1, ErrorCode::kStreamClosed);
-  ASSERT_TRUE(session->receive(frame(DATA, 0, 1, "x")));  // closed now: dropped
-  EXPECT_TRUE(out().empty());
+  // Closed now, and the client had ended it: nothing of it can be in flight (RFC 9113 5.1).
+  EXPECT_FALSE(session->receive(frame(DATA, 0, 1, "x")));
+  expect_goaway(ErrorCode::kStreamClosed);
 }
 
 TEST_F(SessionTest, TrailersEndTheStream) {
