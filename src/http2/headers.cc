@@ -1,5 +1,6 @@
 #include "http2/headers.h"
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -40,12 +41,103 @@ bool is_connection_specific(std::string_view name) {
       return ascii_iequals(name, "upgrade");
     case 10:
       return ascii_iequals(name, "connection") || ascii_iequals(name, "keep-alive");
+    case 14:
+      return ascii_iequals(name, "http2-settings");
     case 16:
       return ascii_iequals(name, "proxy-connection");
     case 17:
       return ascii_iequals(name, "transfer-encoding");
   }
   return false;
+}
+
+namespace {
+
+constexpr bool is_alpha(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+constexpr bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+constexpr bool is_hex(char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+// RFC 3986 reg-name: unreserved and sub-delims ('%' escapes are handled apart). A table: every
+// request's :authority is checked with it.
+constexpr auto kHostChars = [] {
+  std::array<bool, 256> table{};
+  for (int c = 0; c < 256; ++c)
+    table[c] = is_alpha(static_cast<char>(c)) || is_digit(static_cast<char>(c));
+  for (char c : std::string_view("-._~!$&'()*+,;=")) table[static_cast<unsigned char>(c)] = true;
+  return table;
+}();
+
+constexpr bool is_host_char(char c) {
+  return kHostChars[static_cast<unsigned char>(c)];
+}
+
+}  // namespace
+
+bool valid_method(std::string_view method) {
+  if (method.empty()) return false;
+  for (char c : method)
+    if (!is_tchar(static_cast<unsigned char>(c))) return false;
+  return true;
+}
+
+bool valid_origin_path(std::string_view path) {
+  if (path.empty() || path[0] != '/') return false;
+  for (char c : path) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x21 || u > 0x7e || u == '#') return false;
+  }
+  return true;
+}
+
+bool valid_scheme(std::string_view scheme) {
+  if (scheme.empty() || !is_alpha(scheme[0])) return false;
+  for (char c : scheme)
+    if (!is_alpha(c) && !is_digit(c) && c != '+' && c != '-' && c != '.') return false;
+  return true;
+}
+
+bool valid_authority(std::string_view authority, bool require_port) {
+  const char* p = authority.data();
+  const char* e = p + authority.size();
+  if (p == e) return false;
+  if (*p == '[') {
+    const char* s = ++p;
+    while (p < e && (is_hex(*p) || *p == ':' || *p == '.')) ++p;
+    if (p == s || p == e || *p != ']') return false;
+    ++p;
+  } else {
+    const char* s = p;
+    while (p < e) {
+      if (is_host_char(*p)) {
+        ++p;
+      } else if (*p == '%') {
+        if (e - p < 3 || !is_hex(p[1]) || !is_hex(p[2])) return false;
+        p += 3;
+      } else {
+        break;
+      }
+    }
+    if (p == s) return false;
+  }
+  if (p == e) return !require_port;
+  if (*p != ':') return false;
+  ++p;
+  if (e - p > 5) return false;
+  if (p == e) return !require_port;
+  uint32_t port = 0;
+  for (; p < e; ++p) {
+    if (!is_digit(*p)) return false;
+    port = port * 10 + static_cast<uint32_t>(*p - '0');
+  }
+  return port <= 65535;
 }
 
 void RequestHeadBuilder::reset() {
@@ -123,6 +215,12 @@ int RequestHeadBuilder::finish(Request& request, bool end_stream) {
   if (connect ? (has_path_ || has_scheme_ || !has_authority_)
               : (!has_path_ || !has_scheme_ || path_.length == 0))
     return 400;
+  // The pseudo-headers become an HTTP/1.1 request line and Host when proxied: each is checked
+  // against the grammar HTTP/1.1 would parse it with (headers.h).
+  if (!valid_method(method)) return 400;
+  if (has_scheme_ && !valid_scheme(view(scheme_))) return 400;
+  const std::string_view authority = view(authority_);
+  if (has_authority_ && !valid_authority(authority, /*require_port=*/connect)) return 400;
   const size_t extra = (cookies_.empty() ? 0 : 1) + (has_authority_ ? 1 : 0);
   if (fields_.size() + extra > kMaxHeaders) return 431;
 
@@ -145,19 +243,28 @@ int RequestHeadBuilder::finish(Request& request, bool end_stream) {
         return 400;
       request.content_length = static_cast<int64_t>(length);
     } else if (name == "host") {
+      if (has_authority_) {
+        // RFC 9113 8.3.1: :authority wins. A host naming another authority could be routed on
+        // by one hop and acted on by the next, so it is refused (as nginx does); one naming the
+        // same is dropped here, the single host field comes from :authority below.
+        if (!ascii_iequals(value, authority)) return 400;
+        continue;
+      }
+      // An empty Host is allowed, as in HTTP/1.1 (RFC 9112 3.2); two are not.
+      if (host_sent || (!value.empty() && !valid_authority(value, false))) return 400;
       host_sent = true;
-      if (!has_authority_) request.host = value;
+      request.host = value;
     }
     request.headers[request.header_count++] = {name, value};
   }
   if (!cookies_.empty()) request.headers[request.header_count++] = {"cookie", view(cookie)};
   if (has_authority_) {
-    request.host = view(authority_);
-    // Handlers and back ends that look for a Host field find it (RFC 9113 8.3.1).
-    if (!host_sent) request.headers[request.header_count++] = {"host", request.host};
+    request.host = authority;
+    // Handlers and back ends that look for a Host field find the authority routed on.
+    request.headers[request.header_count++] = {"host", request.host};
   }
   if (connect) {
-    request.target = request.authority = view(authority_);
+    request.target = request.authority = authority;
   } else {
     std::string_view target = view(path_);
     request.target = target;
@@ -165,7 +272,7 @@ int RequestHeadBuilder::finish(Request& request, bool end_stream) {
       if (request.method != Method::kOptions) return 400;
       request.raw_path = target;
     } else {
-      if (target[0] != '/') return 400;
+      if (!valid_origin_path(target)) return 400;
       size_t question = target.find('?');
       request.raw_path = target.substr(0, question);
       if (question != std::string_view::npos) request.query = target.substr(question + 1);

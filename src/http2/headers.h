@@ -15,9 +15,25 @@ namespace peregrine::http2 {
 
 Method method_from_text(std::string_view text);
 
-// Connection-specific fields (RFC 9113 8.2.2) that an HTTP/1 response may carry and an HTTP/2
-// one must not: Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding, Upgrade, TE.
+// Connection-specific fields (RFC 9113 8.2.2) that an HTTP/1 message may carry and an HTTP/2
+// one must not: Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding, Upgrade, TE, and
+// HTTP2-Settings (RFC 7540 3.2.1: it only ever belonged to an HTTP/1.1 Upgrade).
 bool is_connection_specific(std::string_view name);
+
+// The checks a request's pseudo-headers pass before the request is handed on. Each value ends up
+// in an HTTP/1.1 request line or Host field when the request is proxied, so anything HTTP/1.1
+// would read differently (a space, a tab, a control byte, a '/' or '@' in a host) is refused here
+// rather than passed on for a back end to misread (issue 49).
+// RFC 9110 9.1: a method is a token.
+bool valid_method(std::string_view method);
+// RFC 9113 8.3.1 / RFC 9112 3.2.1: origin-form, '/' then visible ASCII (0x21-0x7E) without '#'.
+bool valid_origin_path(std::string_view path);
+// RFC 3986 3.1: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ).
+bool valid_scheme(std::string_view scheme);
+// uri-host [ ":" port ] (RFC 3986 3.2.2-3.2.3): an IP-literal or a reg-name/IPv4 address, no
+// userinfo; the port at most 65535, required when `require_port` (CONNECT). The rule the HTTP/1
+// parser applies to Host (ValidHostPort in http/http1/parser.cc), on a string_view.
+bool valid_authority(std::string_view authority, bool require_port);
 
 // One stream's request head, collected field by field as HPACK decodes it. The fields are copied
 // into storage the builder owns, so the Request's views stay valid until reset() (the stream
@@ -35,10 +51,13 @@ class RequestHeadBuilder {
   void set_max_list_bytes(size_t bytes) { max_list_bytes_ = bytes; }
 
   // Fills `request` (cleared first): method, target, path and query from :path, host from
-  // :authority (a Host field is added when the client sent none), cookies joined with "; "
-  // (RFC 9113 8.2.3), the content length. `end_stream` says the HEADERS ended the stream: no
-  // body. Returns 0, or the status to answer: 400 (missing or malformed pseudo-headers, a bad
-  // content-length) or 431 (over the field count or byte limit).
+  // :authority, cookies joined with "; " (RFC 9113 8.2.3), the content length. The header list
+  // carries exactly one host field, the authority routed on: :authority's value when it was
+  // sent (a `host` field that names the same authority is folded into it, one that names
+  // another is refused: RFC 9113 8.3.1), else the client's single `host`. `end_stream` says the
+  // HEADERS ended the stream: no body. Returns 0, or the status to answer: 400 (missing or
+  // malformed pseudo-headers, a host that disagrees with :authority, a bad content-length) or
+  // 431 (over the field count or byte limit).
   int finish(Request& request, bool end_stream);
 
  private:

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstring>
 
+#include "core/strings.h"
 #include "http2/hpack/huffman.h"
 #include "http2/hpack/integer.h"
 
@@ -11,11 +12,13 @@ namespace peregrine::http2::hpack {
 
 namespace {
 
-// Bit 1: allowed in a name after its first byte; bit 2: not allowed in a value.
+// Bit 1: allowed in a name after its first byte: a lower-case token (RFC 9110 5.6.2, RFC 9113
+// 8.2.1), so a name that HTTP/1.1 would split or read differently ("a b", "x(y)", "a/b") never
+// reaches a handler or back end; bit 2: not allowed in a value.
 constexpr std::array<uint8_t, 256> build_char_classes() {
   std::array<uint8_t, 256> classes{};
   for (int c = 0x21; c < 0x7f; ++c)
-    if (!(c >= 'A' && c <= 'Z') && c != ':') classes[c] |= 1;
+    if (is_tchar(static_cast<unsigned char>(c)) && !(c >= 'A' && c <= 'Z')) classes[c] |= 1;
   classes[0] |= 2;
   classes['\r'] |= 2;
   classes['\n'] |= 2;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace peregrine::http2 {
 namespace {
@@ -117,6 +118,100 @@ TEST(Http2RequestHead, RejectsMalformedPseudoHeaders) {
   EXPECT_EQ(b.finish(r, true), 400);
 }
 
+// Issue 49: the pseudo-headers become an HTTP/1.1 request line and Host when proxied, so
+// anything HTTP/1.1 would read differently is refused before a handler sees it.
+TEST(Http2RequestHead, PseudoHeadersFollowHttp11Grammar) {
+  RequestHeadBuilder b;
+  Request r;
+  const std::string_view bad_paths[] = {"/admin /ok",   "/ok HTTP/1.0", "/a\tb",   "/a\x7f",
+                                        "/caf\xc3\xa9", "/a#frag",      "/a\x01b", "//x y"};
+  for (std::string_view path : bad_paths) {
+    fill(b, {{":method", "GET"}, {":scheme", "http"}, {":path", path}});
+    EXPECT_EQ(b.finish(r, true), 400) << path;
+  }
+  const std::string_view bad_methods[] = {"GET /x", "G\tET", "GE(T", "", "GET\x80"};
+  for (std::string_view method : bad_methods) {
+    fill(b, {{":method", method}, {":scheme", "http"}, {":path", "/"}});
+    EXPECT_EQ(b.finish(r, true), 400) << method;
+  }
+  const std::string_view bad_authorities[] = {
+      "a.test x", "a.test/x",   "user@a.test", "a.test:99999", "a.test:8x", "",
+      "[::1",     "a.test:1:2", "a\tb",        "a.test?x",     "%zz"};
+  for (std::string_view authority : bad_authorities) {
+    fill(b, {{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", authority}});
+    EXPECT_EQ(b.finish(r, true), 400) << authority;
+  }
+  fill(b, {{":method", "GET"}, {":scheme", "ht tp"}, {":path", "/"}});
+  EXPECT_EQ(b.finish(r, true), 400) << "scheme";
+  fill(b, {{":method", "CONNECT"}, {":authority", "h"}});
+  EXPECT_EQ(b.finish(r, true), 400) << "CONNECT names a port";
+
+  const std::string_view good_authorities[] = {"a.test",    "A.Test:8443",       "127.0.0.1:80",
+                                               "[::1]:443", "x-y_z~!$&'()*+,;=", "%41.test",
+                                               "a.test:"};
+  for (std::string_view authority : good_authorities) {
+    fill(b, {{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", authority}});
+    EXPECT_EQ(b.finish(r, true), 0) << authority;
+  }
+  fill(b, {{":method", "PROPFIND"}, {":scheme", "https"}, {":path", "/a/b?c=d&e=%20!$'()*+,;:@"}});
+  EXPECT_EQ(b.finish(r, true), 0);
+}
+
+TEST(Http2RequestHead, AuthorityWinsOverHost) {
+  RequestHeadBuilder b;
+  Request r;
+  auto hosts = [&r] {
+    std::vector<std::string_view> out;
+    for (const Header& h : r.header_list())
+      if (h.name == "host") out.push_back(h.value);
+    return out;
+  };
+  // RFC 9113 8.3.1: a host that names another authority is refused (as nginx does).
+  fill(b, {{":method", "GET"},
+           {":scheme", "http"},
+           {":path", "/"},
+           {":authority", "a.test"},
+           {"host", "b.test"}});
+  EXPECT_EQ(b.finish(r, true), 400);
+  fill(b, {{":method", "GET"},
+           {":scheme", "http"},
+           {":path", "/"},
+           {":authority", "a.test"},
+           {"host", "a.test"},
+           {"host", "b.test"}});
+  EXPECT_EQ(b.finish(r, true), 400) << "a second host";
+  fill(b, {{":method", "GET"},
+           {":scheme", "http"},
+           {":path", "/"},
+           {":authority", "a.test"},
+           {"host", "a.test:80"}});
+  EXPECT_EQ(b.finish(r, true), 400) << "compared as sent, not normalized";
+  // The same authority: one host field, :authority's.
+  fill(b, {{":method", "GET"},
+           {":scheme", "http"},
+           {":path", "/"},
+           {":authority", "a.test"},
+           {"x-before", "1"},
+           {"host", "A.TEST"}});
+  ASSERT_EQ(b.finish(r, true), 0);
+  EXPECT_EQ(r.host, "a.test");
+  EXPECT_EQ(hosts(), (std::vector<std::string_view>{"a.test"}));
+  EXPECT_EQ(r.header("x-before"), "1");
+  // No :authority: the client's host is the authority, checked as HTTP/1.1 checks Host.
+  fill(b, {{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {"host", "b.test:8080"}});
+  ASSERT_EQ(b.finish(r, true), 0);
+  EXPECT_EQ(r.host, "b.test:8080");
+  EXPECT_EQ(hosts(), (std::vector<std::string_view>{"b.test:8080"}));
+  fill(b, {{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {"host", "b.test/x"}});
+  EXPECT_EQ(b.finish(r, true), 400);
+  fill(b, {{":method", "GET"},
+           {":scheme", "http"},
+           {":path", "/"},
+           {"host", "b.test"},
+           {"host", "b.test"}});
+  EXPECT_EQ(b.finish(r, true), 400) << "two hosts";
+}
+
 TEST(Http2RequestHead, HeaderListLimits) {
   RequestHeadBuilder b;
   b.set_max_list_bytes(200);
@@ -182,6 +277,14 @@ TEST(Http2ResponseFields, LowerCasesEveryByteOfEveryLength) {
       }
     }
   }
+}
+
+TEST(Http2ConnectionSpecific, Names) {
+  for (std::string_view name : {"connection", "Keep-Alive", "proxy-connection", "transfer-encoding",
+                                "upgrade", "te", "HTTP2-Settings"})
+    EXPECT_TRUE(is_connection_specific(name)) << name;
+  for (std::string_view name : {"host", "trailer", "x-upgrade", "settings"})
+    EXPECT_FALSE(is_connection_specific(name)) << name;
 }
 
 TEST(Http2Method, Names) {
