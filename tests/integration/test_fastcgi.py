@@ -1232,6 +1232,12 @@ class HeadTest(FastcgiTestCase):
         out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-o", "/dev/null", "-D", "-", url],
                              capture_output=True, text=True, timeout=20)
         self.assertIn("content-length: 55489", out.stdout.lower(), out.stdout)
+        # The script's own length goes out on a HEAD stream that ends with its head.
+        out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-I",
+                              f"http://127.0.0.1:{srv.port}/length.php"], capture_output=True, text=True, timeout=20)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("content-length: 5001", out.stdout.lower(), out.stdout)
+        self.assert_serving(srv, "/hello.php")
 
 
 def timed_direct_request(test, fpm, root, timeout):
