@@ -225,7 +225,15 @@ void FastcgiExchange::encode_request_head() {
     params.add("REMOTE_USER", r.remote_user);
     params.add("AUTH_TYPE", "Basic");
   }
-  params.add("REQUEST_URI", r.target);
+  // As nginx's $request_uri: origin-form even when the client sent an absolute-form target,
+  // whose scheme and authority are the routing's business (the authority is HTTP_HOST).
+  if (r.authority.empty()) {
+    params.add("REQUEST_URI", r.target);
+  } else {
+    std::string uri(r.raw_path);
+    if (!r.query.empty()) uri.append("?").append(r.query);
+    params.add("REQUEST_URI", uri);
+  }
   params.add("DOCUMENT_URI", target_.script_name, target_.path_info);
   params.add_encoded(handler_.fixed_params_);  // DOCUMENT_ROOT, GATEWAY_INTERFACE, ...
   if (auto type = r.header("Content-Type")) params.add("CONTENT_TYPE", *type);
@@ -273,8 +281,11 @@ void FastcgiExchange::encode_request_head() {
   for (const Header& h : r.header_list()) {
     // CONTENT_TYPE/LENGTH are passed above; "Proxy" would become HTTP_PROXY, which CGI
     // programs take for their outgoing proxy (httpoxy).
+    // A FastCGI request never switches protocols, so Upgrade and HTTP2-Settings mean nothing
+    // here, and h2c is never offered past us to anything behind the application.
     if (ascii_iequals(h.name, "Content-Type") || ascii_iequals(h.name, "Content-Length") ||
-        ascii_iequals(h.name, "Proxy"))
+        ascii_iequals(h.name, "Proxy") || ascii_iequals(h.name, "Upgrade") ||
+        ascii_iequals(h.name, "HTTP2-Settings"))
       continue;
     params.add_header(h.name, h.value);
   }
