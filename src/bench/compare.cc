@@ -249,7 +249,8 @@ std::string render_latency_svg(const std::vector<CompareTarget>& targets) {
         "#" + std::to_string(i + 1) + (t.server_software.empty() ? "" : " " + t.server_software);
     o += Fmt("<text x=\"%.1f\" ", lx + 26) + Fmt("y=\"%.1f\">", ly + 4) + xml_escaped(name) +
          "</text>\n";
-    std::string url = t.url.size() > 30 ? t.url.substr(0, 29) + "..." : t.url;
+    std::string url = t.url.substr(0, t.url.size() > 30 ? 29 : 30);
+    if (t.url.size() > 30) url.append("...");  // not substr() + "...": GCC 12's -Warray-bounds
     o += Fmt("<text x=\"%.1f\" ", lx + 26) +
          Fmt("y=\"%.1f\" font-size=\"10\" fill=\"#555\">", ly + 18) + xml_escaped(url) +
          "</text>\n";
