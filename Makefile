@@ -33,12 +33,16 @@ bench: build
 	./scripts/install-deps.sh bench
 	python3 bench/run.py
 
+# Each target for FUZZ_SECONDS on its corpus, or only FUZZ=<name>. What a run finds goes to
+# build/fuzz/corpus/<name>, not into the committed corpus: docs/style.md says how to merge it.
 fuzz:
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz
-	for dir in tests/fuzz/*/; do \
+	for dir in tests/fuzz/$${FUZZ:-*}/; do \
 	  name=$$(basename $$dir); \
-	  ./build/fuzz/fuzz_$$name -max_total_time=$${FUZZ_SECONDS:-120} $$dir/corpus || exit 1; \
+	  mkdir -p build/fuzz/corpus/$$name; \
+	  ./build/fuzz/fuzz_$$name -max_total_time=$${FUZZ_SECONDS:-120} \
+	    build/fuzz/corpus/$$name $$dir/corpus || exit 1; \
 	done
 
 format:
