@@ -18,15 +18,18 @@ import time
 
 from hpack import Decoder, Encoder
 from hyperframe.frame import (ContinuationFrame, DataFrame, Frame, GoAwayFrame, HeadersFrame,
-                              PingFrame, RstStreamFrame, SettingsFrame, WindowUpdateFrame)
+                              PingFrame, PriorityFrame, RstStreamFrame, SettingsFrame,
+                              WindowUpdateFrame)
 
-import phpfpm
-from harness import ServerTestCase, h2c, main, make_config, require_tool
-from test_proxy import Backend, pattern_sha256, route_toml, upstream_toml
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "backends"))
+import phpfpm  # noqa: E402
+from harness import ServerTestCase, h2c, main, make_config, require_tool  # noqa: E402
+from recording_backend import HttpRecorder  # noqa: E402
+from test_proxy import Backend, pattern_sha256, route_toml, upstream_toml  # noqa: E402
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 NO_ERROR, PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR, SETTINGS_TIMEOUT = 0, 1, 2, 3, 4
-REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM = 7, 8, 11
+STREAM_CLOSED, FRAME_SIZE_ERROR, REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM = 5, 6, 7, 8, 11
 SMALL = b"hello world"  # 11 bytes, the benchmark's file
 BIG = bytes(range(256)) * 400  # 102400 bytes: more than the default windows
 
@@ -378,6 +381,139 @@ class TestFrames(Http2TestCase):
         headers, body, rst = c.response(51)
         self.assertEqual((headers[":status"], body, rst), ("200", SMALL, None), "te: trailers is fine")
 
+    def test_connection_specific_http2_settings(self):
+        c = self.client()
+        c.send(c.get(1, "/file", extra=[("http2-settings", "AAMAAABkAAQAAP__")]))
+        _, _, rst = c.response(1)
+        self.assertEqual(rst, PROTOCOL_ERROR)
+        self.assert_still_serving()
+
+    def test_field_names_are_lower_case_tokens(self):
+        c = self.client()
+        for i, field in enumerate([("x(y)", "1"), ("a/b", "1"), ("x y", "1"), ("x:y", "1"),
+                                   ("x-tab", "v\t"), ("x-cr", "a\rb"), ("x-nul", "a\0b")]):
+            sid = 2 * i + 1
+            c.send(c.get(sid, "/file", extra=[field]))
+            _, _, rst = c.response(sid)
+            self.assertEqual(rst, PROTOCOL_ERROR, field)
+        self.assert_still_serving()
+
+    def test_pseudo_header_grammar(self):
+        """What would become an HTTP/1.1 request line or Host is checked (issue 49): a malformed
+        request is a stream error PROTOCOL_ERROR (RFC 9113 8.1.1), and the error log says why."""
+        c = self.client()
+        cases = [
+            [(":method", "GET"), (":path", "/admin /ok")],
+            [(":method", "GET"), (":path", "/ok HTTP/1.0")],
+            [(":method", "GET"), (":path", "/a\tb")],
+            [(":method", "GET"), (":path", "/caf\xe9")],
+            [(":method", "GET /x"), (":path", "/file")],
+            [(":method", "G\tET"), (":path", "/file")],
+            [(":method", "GET"), (":path", "/file"), (":authority", "a.test x")],
+            [(":method", "GET"), (":path", "/file"), (":authority", "a.test/x")],
+            [(":method", "GET"), (":path", "/file"), (":authority", "u@a.test")],
+            [(":method", "GET"), (":path", "/file"), (":authority", "a.test"), ("host", "b.test")],
+        ]
+        for i, fields in enumerate(cases):
+            sid = 2 * i + 1
+            f = dict(fields)
+            c.send(c.headers(sid, [(":method", f[":method"]), (":scheme", "http"),
+                                   (":path", f[":path"]),
+                                   (":authority", f.get(":authority", "localhost"))]
+                             + [x for x in fields if not x[0].startswith(":")]))
+            _, _, rst = c.response(sid)
+            self.assertEqual(rst, PROTOCOL_ERROR, fields)
+        self.srv.stderr_once_it_has("HTTP/2: client sent a bad request (400)")
+        self.assert_still_serving()
+
+    # h2spec's cases that failed before issue 49, one test each (RFC 9113 5.1, 5.1.1, 5.3.1).
+
+    def test_h2spec_5_1_8_data_after_the_clients_reset(self):
+        c = self.client()
+        c.send(c.get(1, "/file", end_stream=False), RstStreamFrame(1, error_code=CANCEL),
+               c.data(1, b"test", end_stream=True))
+        rst = c.until(lambda f: isinstance(f, (RstStreamFrame, GoAwayFrame)))
+        self.assertIsInstance(rst, RstStreamFrame)
+        self.assertEqual((rst.stream_id, rst.error_code), (1, STREAM_CLOSED))
+        self.assert_still_serving()
+
+    def test_h2spec_5_1_9_headers_after_the_clients_reset(self):
+        c = self.client()
+        c.send(c.get(1, "/file", end_stream=False), RstStreamFrame(1, error_code=CANCEL),
+               c.get(1, "/file"))
+        rst = c.until(lambda f: isinstance(f, (RstStreamFrame, GoAwayFrame)))
+        self.assertIsInstance(rst, RstStreamFrame)
+        self.assertEqual((rst.stream_id, rst.error_code), (1, STREAM_CLOSED))
+        self.assert_still_serving()
+
+    def closed_stream(self):
+        c = self.client()
+        c.send(c.get(1, "/file"))
+        headers, body, rst = c.response(1)
+        self.assertEqual((headers[":status"], body, rst), ("200", SMALL, None))
+        return c
+
+    def test_h2spec_5_1_11_data_on_a_closed_stream(self):
+        c = self.closed_stream()
+        c.send(c.data(1, b"test", end_stream=True))
+        g = c.goaway()
+        self.assertIsNotNone(g)
+        self.assertEqual((g.error_code, g.last_stream_id), (STREAM_CLOSED, 1))
+        self.assertTrue(c.closed())
+        self.srv.stderr_once_it_has("DATA on a closed stream")
+
+    def test_h2spec_5_1_12_headers_on_a_closed_stream(self):
+        c = self.closed_stream()
+        c.send(c.get(1, "/file"))
+        g = c.goaway()
+        self.assertIsNotNone(g)
+        self.assertEqual(g.error_code, STREAM_CLOSED)
+        self.assertTrue(c.closed())
+        self.srv.stderr_once_it_has("HEADERS on a closed stream")
+
+    def test_h2spec_5_1_1_2_lower_stream_id(self):
+        c = self.client()
+        c.send(c.get(5, "/file"), c.get(3, "/file"))
+        g = c.goaway()
+        self.assertIsNotNone(g)
+        self.assertEqual((g.error_code, g.last_stream_id), (PROTOCOL_ERROR, 5))
+        self.assertFalse(any(f.stream_id == 3 and isinstance(f, HeadersFrame) for f in c.frames),
+                         "stream 3 is not answered")
+
+    def test_frames_in_flight_after_our_reset_are_ignored(self):
+        """RFC 9113 5.1: what the client sent before it read our RST_STREAM is dropped, not an
+        error (here: a body refused with 413 before the client finished it)."""
+        c = self.client()
+        c.send(c.get(1, "/file", method="POST", end_stream=False,
+                     extra=[("content-length", str(10 ** 9))]))
+        headers, _, _ = c.response(1)
+        self.assertEqual(headers[":status"], "413")
+        c.send(c.data(1, b"late", end_stream=True))
+        self.assert_still_serving()
+
+    def test_h2spec_5_3_1_2_priority_depends_on_itself(self):
+        c = self.client()
+        # On an idle stream there is nothing to reset: the connection ends (RFC 9113 5.4).
+        c.send(PriorityFrame(1, depends_on=1, stream_weight=255))
+        g = c.goaway()
+        self.assertIsNotNone(g)
+        self.assertEqual(g.error_code, PROTOCOL_ERROR)
+        # On an open stream, a stream error.
+        c = self.client()
+        c.send(c.get(1, "/file", end_stream=False), PriorityFrame(1, depends_on=1))
+        rst = c.until(lambda f: isinstance(f, (RstStreamFrame, GoAwayFrame)))
+        self.assertIsInstance(rst, RstStreamFrame)
+        self.assertEqual((rst.stream_id, rst.error_code), (1, PROTOCOL_ERROR))
+
+    def test_h2spec_6_3_2_priority_of_four_bytes_on_a_closed_stream(self):
+        """Over h2c the answer is out before the PRIORITY arrives: a closed stream still gets its
+        stream error FRAME_SIZE_ERROR."""
+        c = self.closed_stream()
+        c.sock.sendall(b"\x00\x00\x04\x02\x00\x00\x00\x00\x01" + b"\x80\x00\x00\x01")
+        rst = c.until(lambda f: isinstance(f, (RstStreamFrame, GoAwayFrame)))
+        self.assertIsInstance(rst, RstStreamFrame)
+        self.assertEqual((rst.stream_id, rst.error_code), (1, FRAME_SIZE_ERROR))
+
     def test_content_length_mismatch(self):
         c = self.client()
         post = [("content-length", "10")]
@@ -649,6 +785,73 @@ class TestDateAndServer(ServerTestCase):
                              ["date", "server"] if server else ["date"], fields)
             self.assertRegex(dict(fields)["date"], date)
             self.assertEqual(dict(fields).get("server"), server)
+
+
+class TestProxyRequestChecks(ServerTestCase):
+    """Issue 49: what the proxy forwards upstream is one HTTP/1.1 request, with the routed method,
+    target and authority. A recording back end keeps every byte it receives."""
+
+    def setUp(self):
+        super().setUp()
+        self.backend = HttpRecorder("rec")
+        self.addCleanup(self.backend.close)
+        root = self.make_root({"x": "x"})
+        self.srv = self.start_config(h2_config(
+            root, top=upstream_toml("app", [self.backend.address]),
+            routes=route_toml("/", proxy="http://app")))
+
+    def send(self, sid, c, method="GET", path="/ok", authority="a.test", extra=()):
+        fields = [(":method", method), (":scheme", "http"), (":path", path)]
+        if authority is not None:
+            fields.append((":authority", authority))
+        c.send(c.headers(sid, fields + list(extra)))
+        return c.response(sid)
+
+    def test_bad_pseudo_headers_never_reach_the_back_end(self):
+        cases = [
+            dict(path="/admin /ok"), dict(path="/ok HTTP/1.0"), dict(path="/a\tb"),
+            dict(path="/a\x7f"), dict(path="/a\x01b"), dict(path="/\xc3\xa9"),
+            dict(method="GET /admin"), dict(method="GET\t/x"), dict(method="G ET"),
+            dict(authority="a.test x"), dict(authority="a.test/x"), dict(authority="a.test\tx"),
+            dict(authority="u@a.test"), dict(authority=""),
+            dict(authority="a.test", extra=[("host", "b.test")]),
+            dict(authority=None, extra=[("host", "b.test/x")]),
+            dict(authority=None, extra=[("host", "b.test"), ("host", "c.test")]),
+            dict(extra=[("x-v", "a\rb")]), dict(extra=[("x-v", "a\nX-Injected: 1")]),
+            dict(extra=[("x-v", "a\0b")]), dict(extra=[("x y", "1")]),
+            dict(extra=[("upgrade", "h2c")]), dict(extra=[("http2-settings", "AAMAAABk")]),
+            dict(extra=[("connection", "upgrade")]),
+        ]
+        c = RawH2(self.srv.port)
+        self.addCleanup(c.close)
+        for i, case in enumerate(cases):
+            headers, _, rst = self.send(2 * i + 1, c, **case)
+            self.assertEqual(rst, PROTOCOL_ERROR, f"{case}: {headers}")
+        seen, garbage, leftover = self.backend.take()
+        self.assertEqual((seen, garbage), ([], []), "nothing reached the back end")
+        self.assertFalse(any(leftover), leftover)
+        # The connection still works, and a good request arrives whole.
+        headers, body, rst = self.send(101, c, path="/ok?q=1")
+        self.assertEqual((headers.get(":status"), body, rst), ("200", b"ok", None))
+        seen, garbage, _ = self.backend.take()
+        self.assertEqual(garbage, [])
+        self.assertEqual([(s.method, s.target, s.authority) for s in seen],
+                         [("GET", "/ok?q=1", "a.test")])
+
+    def test_the_routed_authority_is_the_one_host(self):
+        """RFC 9113 8.3.1: with :authority and a host naming the same authority (any case), the
+        back end sees one Host, :authority's."""
+        c = RawH2(self.srv.port)
+        self.addCleanup(c.close)
+        for sid, extra in ((1, [("host", "A.TEST")]), (3, [])):
+            headers, body, rst = self.send(sid, c, authority="a.test", extra=extra)
+            self.assertEqual((headers.get(":status"), rst), ("200", None))
+        headers, body, rst = self.send(5, c, authority=None, extra=[("host", "b.test:8080")])
+        self.assertEqual((headers.get(":status"), rst), ("200", None))
+        seen, garbage, _ = self.backend.take()
+        self.assertEqual(garbage, [])
+        self.assertEqual([s.header_all("host") for s in seen],
+                         [["a.test"], ["a.test"], ["b.test:8080"]])
 
 
 class TestFastcgi(ServerTestCase):
