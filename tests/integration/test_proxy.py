@@ -797,6 +797,14 @@ class TestBodies(ProxyTestCase):
                              (200, "12345", b""))
             resp = c.request("GET", "/x")  # the connection is still in step
             self.assertEqual(resp.body, b"A")
+            # A back end that does not say the length (chunked): none is announced, never the
+            # 0 of the empty body a HEAD answer carries (RFC 9110 9.3.2; issue 49).
+            resp = c.request("HEAD", "/download?bytes=12345&chunked=1")
+            self.assertEqual((resp.status, resp.body), (200, b""))
+            self.assertIsNone(resp.header("Content-Length"), resp.headers)
+            self.assertIsNone(resp.header("Transfer-Encoding"), resp.headers)
+            resp = c.request("GET", "/x")
+            self.assertEqual(resp.body, b"A")
 
     def test_http10_client_gets_a_close_delimited_body(self):
         a = self.backend("A")

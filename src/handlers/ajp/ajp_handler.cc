@@ -515,9 +515,11 @@ void AjpExchange::complete(bool reuse) {
   if (streaming_) {
     // A slow client's queue still goes out: finish() writes the end behind it.
     if (send_stage() != handlers::Downstream::Sent::kGone) downstream_.finish();
-  } else if (request_.is_head() && content_length_ >= 0 && reader_.status() != 304) {
-    // A HEAD answer keeps the length of the body it describes.
-    if (downstream_.send_head(response_, content_length_)) downstream_.finish();
+  } else if (request_.is_head() && reader_.status() != 304) {
+    // A HEAD answer keeps the length of the body it describes, or announces none when the
+    // container did not say (RFC 9110 9.3.2): never the 0 of the empty body it carries.
+    if (downstream_.send_head(response_, content_length_ >= 0 ? content_length_ : -1))
+      downstream_.finish();
   } else {
     response_.append_borrowed_body(body_);  // respond() copies it out before we end
     downstream_.respond(response_);

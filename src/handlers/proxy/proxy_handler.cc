@@ -566,10 +566,11 @@ void ProxyExchange::start_response() {
 
   switch (framing_) {
     case http1::BodyFraming::kNone:
-      if (request_.is_head() && h.has_content_length && status_ != 304) {
-        // A HEAD answer keeps the length of the body it describes.
+      if (request_.is_head() && status_ != 304) {
+        // A HEAD answer keeps the length of the body it describes, or announces none when the
+        // back end did not say (RFC 9110 9.3.2): never the 0 of the empty body it carries.
         streamed_ = true;
-        if (!downstream_.send_head(response_, h.content_length)) {
+        if (!downstream_.send_head(response_, h.has_content_length ? h.content_length : -1)) {
           end();
           return;
         }
