@@ -968,7 +968,10 @@ void Connection::become_idle_or_wait() {
       return;
     }
     if (worker_.draining()) {
-      close_now();
+      if (worker_.handing_over())
+        close_when_idle();
+      else
+        close_now();
       return;
     }
     set_timer(requests_ == 0 ? worker_.header_timers : worker_.keepalive_timers);
@@ -1021,14 +1024,50 @@ void Connection::on_timeout() {
         !tls_ ? ::send(fd_, kTimeoutResponse.data(), kTimeoutResponse.size(), MSG_NOSIGNAL)
               : tls_->write(kTimeoutResponse.data(), kTimeoutResponse.size());
     (void)ignored;
+  } else if (worker_.handing_over() && state_ == State::kHead && start_ == end_ && !pending_) {
+    // A request that arrived after the last wait: its event comes next, and it is answered.
+    char byte;
+    if (::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+      set_timer(worker_.hand_over_timers);
+      return;
+    }
   }
   close_now();
 }
 
 void Connection::drain() {
   if (state_ == State::kClosed) return;  // an exchange in flight finishes, then the close
+  const bool idle = state_ == State::kHead && start_ == end_ && !pending_;
+  if (worker_.handing_over()) {
+    // keep_alive_ stays: a head already sent without Connection: close promised the client
+    // this connection, and closing it after that answer races the client's next request. The
+    // next head says close (keep_alive_allowed: draining).
+    if (idle) close_when_idle();
+    return;
+  }
   keep_alive_ = false;
-  if (state_ == State::kHead && start_ == end_ && !pending_) close_now();
+  if (idle) close_now();
+}
+
+// Handing over, an idle connection closes once it has been idle for kHandOverIdleGrace. Its
+// client may send at the very moment of the close, and loses that request (a reset, or an end
+// of file read as an error): a connection silent for that long is one whose client is not
+// sending, while a busy one gets its next request, and Connection: close, long before.
+void Connection::close_when_idle() {
+  if (state_ != State::kHead || start_ != end_ || pending_) return;
+  if (timer.list == &worker_.hand_over_timers) return;  // already waiting
+  const int64_t now = worker_.clock().monotonic_ms;
+  int64_t idle_since = now;
+  for (event::TimerList* list : {&worker_.keepalive_timers, &worker_.header_timers})
+    if (timer.list == list) idle_since = timer.deadline_ms - list->duration();
+  char byte;
+  if (now - idle_since >= Worker::kHandOverIdleGrace &&
+      ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) <= 0) {
+    close_now();
+    return;
+  }
+  set_timer(worker_.hand_over_timers);
+  if (!ensure_registered()) close_now();
 }
 
 // The socket, its TLS session (ALPN "h2") and what was read from it (h2c's preface) go to an

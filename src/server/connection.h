@@ -47,9 +47,13 @@ class Connection final : public event::Pollable,
   void on_received(const char* bytes, size_t length) override;
   void on_sent(bool ok) override;
   void on_timeout() override;
-  // Graceful stop: close now if idle, otherwise after the response in progress.
+  // Graceful stop: close now if idle, otherwise after the response in progress. Handing over
+  // to a new binary (Worker::handing_over), a response already sent as keep-alive is honoured:
+  // the next request gets Connection: close, and an idle connection is closed only after
+  // Worker::kHandOverIdleGrace of silence (close_when_idle).
   void drain();
   void close_now();
+  void close_when_idle();
   bool closed() const { return state_ == State::kClosed; }
   // Metrics (sampled by the worker once a second): what the connection waits for.
   enum class Phase : uint8_t { kReading, kWriting, kIdle };

@@ -680,6 +680,13 @@ void Http2Connection::settle() {
   // GOAWAY sent (ours or the client's) and no stream left.
   if ((draining_ || session_->goaway_received()) && streams_.empty() && !output_left &&
       !session_->want_write()) {
+    // Handing over, the client is busy: frames it sends meanwhile (WINDOW_UPDATE, its own
+    // GOAWAY) would make a close a reset, which can cost it the responses not yet read.
+    if (worker_.handing_over() && !peer_closed_) {
+      linger();
+      settle();
+      return;
+    }
     close_now();
     return;
   }
@@ -741,10 +748,15 @@ void Http2Connection::on_timeout() {
   close_now();
 }
 
-void Http2Connection::drain() {
-  if (closed_ || draining_) return;
-  draining_ = true;
-  session_->submit_goaway(ErrorCode::kNoError);
+void Http2Connection::drain(bool notice) {
+  if (closed_ || draining_ || (notice && noticed_)) return;
+  if (notice) {
+    noticed_ = true;
+    session_->submit_goaway(ErrorCode::kNoError, 0x7fffffff);  // RFC 9113 6.8
+  } else {
+    draining_ = true;
+    session_->submit_goaway(ErrorCode::kNoError);
+  }
   // From a stream's head (a per-address limit) this runs inside Session::receive(): the event's
   // own settle() sends the GOAWAY once receive() has returned.
   if (!in_event_) settle();

@@ -64,8 +64,10 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   void set_socket_peer(const sockaddr* address, socklen_t length);
   void on_ready(uint32_t readiness) override;
   void on_timeout() override;
-  // Graceful stop: GOAWAY, in-flight streams finish, then the close.
-  void drain();
+  // Graceful stop: GOAWAY, in-flight streams finish, then the close. `notice`: a GOAWAY that
+  // names no last stream, so that streams already on their way are still served; a later
+  // drain() sends the final one (a binary upgrade: Worker::handing_over).
+  void drain(bool notice = false);
   void close_now();
   bool closed() const { return closed_; }
   bool busy() const { return !streams_.empty(); }  // metrics: streams open
@@ -135,6 +137,7 @@ class Http2Connection final : public event::Pollable, public event::TimerOwner {
   bool hangup_seen_ = false;
   bool peer_closed_ = false;
   bool draining_ = false;
+  bool noticed_ = false;        // drain(true): the first GOAWAY is out
   uint32_t streams_begun_ = 0;  // against limits.max_requests_per_connection
   bool calmed_ = false;         // a connection error: the session's GOAWAY is queued
   bool lingering_ = false;      // GOAWAY out, input dropped until the client closes

@@ -963,7 +963,7 @@ int ServerProcess::run() {
         if (int request = stop_request_.load()) {
           if (!stopping && !handed_over_) sd_notify(0, "STOPPING=1");
           stopping = true;
-          for (auto& worker : pool) worker->post_stop(request == 1);
+          for (auto& worker : pool) worker->post_stop(request == 1, handed_over_);
           if (upgrade_pid_ > 0) {
             // Stopping while a new binary starts: it would serve alone, unasked for.
             kill(upgrade_pid_, SIGKILL);

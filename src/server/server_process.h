@@ -5,10 +5,11 @@
 // Binary upgrade: on SIGUSR2 the process has a helper forked at start (the spawner) start its
 // own executable again (the path it was started from) with the same arguments, handing it every
 // listening socket through PEREGRINE_LISTEN_FDS, and a pipe through PEREGRINE_READY_FD on which the
-// new process reports that its workers are serving. Only then does the old process drain like on
-// SIGQUIT; if the new one exits or stays silent for kUpgradeTimeout, the old one kills it and keeps
-// serving. The sockets themselves are handed over, not bound again, so no connection waiting in an
-// accept queue is lost.
+// new process reports that its workers are serving. Only then does the old process drain, more
+// gently than on SIGQUIT since its clients are coming back (Worker::handing_over: idle keep-alive
+// connections closed only after a grace period, a two-step GOAWAY); if the new one exits or stays
+// silent for kUpgradeTimeout, the old one kills it and keeps serving. The sockets themselves are
+// handed over, not bound again, so no connection waiting in an accept queue is lost.
 #pragma once
 
 #include <sys/types.h>

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -40,6 +41,7 @@ class Worker::Mailbox final : public event::Pollable {
   std::mutex mutex;
   std::shared_ptr<const config::Config> config;     // guarded by mutex
   int stop = 0;                                     // 1 graceful, 2 now; guarded by mutex
+  bool hand_over = false;                           // with stop = 1; guarded by mutex
   bool operator_states = false;                     // guarded by mutex
   std::vector<peregrine::Worker::Function> posted;  // guarded by mutex
   // Set with stop = 2: the loop looks at it between events, without reading the mail.
@@ -165,10 +167,11 @@ void Worker::post_config(std::shared_ptr<const config::Config> config) {
   mailbox_->wake();
 }
 
-void Worker::post_stop(bool graceful) {
+void Worker::post_stop(bool graceful, bool hand_over) {
   {
     std::lock_guard lock(mailbox_->mutex);
     mailbox_->stop = std::max(mailbox_->stop, graceful ? 1 : 2);
+    if (graceful && hand_over) mailbox_->hand_over = true;
   }
   if (!graceful) mailbox_->stop_now.store(true, std::memory_order_relaxed);
   mailbox_->wake();
@@ -193,12 +196,14 @@ void Worker::post_function(peregrine::Worker::Function f) {
 void Worker::handle_mail() {
   std::shared_ptr<const config::Config> config;
   int stop;
+  bool hand_over;
   bool operator_states;
   std::vector<peregrine::Worker::Function> posted;
   {
     std::lock_guard lock(mailbox_->mutex);
     config = std::move(mailbox_->config);
     stop = mailbox_->stop;
+    hand_over = mailbox_->hand_over;
     operator_states = std::exchange(mailbox_->operator_states, false);
     posted.swap(mailbox_->posted);
   }
@@ -220,7 +225,7 @@ void Worker::handle_mail() {
   if (stop == 2) {
     stopping_ = true;
   } else if (stop == 1 && !draining_) {
-    start_drain();
+    start_drain(hand_over);
   }
 }
 
@@ -319,7 +324,8 @@ void Worker::start_http2(int fd, const sockaddr* peer, socklen_t peer_len,
   http2_connections_ = connection;
   ++connection_count_;
   connection->start(already_read);
-  if (draining_ && !connection->closed()) connection->drain();
+  // Handing over, the first GOAWAY until every connection gets its final one.
+  if (draining_ && !connection->closed()) connection->drain(handing_over_ && final_goaway_ms_);
 }
 
 void Worker::close_http2(Http2Connection* connection) {
@@ -342,17 +348,27 @@ void Worker::free_closed() {
 
 void Worker::run_timers() {
   const int64_t now = clock_.monotonic_ms;
-  for (event::TimerList* list :
-       {&header_timers, &keepalive_timers, &body_timers, &send_timers, &linger_timers}) {
+  for (event::TimerList* list : {&header_timers, &keepalive_timers, &body_timers, &send_timers,
+                                 &linger_timers, &hand_over_timers}) {
     while (event::TimerNode* node = list->pop_expired(now)) node->owner->on_timeout();
   }
   upstream_timers.run(now);
   app_.run(now);
+  if (final_goaway_ms_ && now >= final_goaway_ms_) {
+    final_goaway_ms_ = 0;
+    for (Http2Connection* c = http2_connections_; c;) {
+      Http2Connection* next = c->next;
+      c->drain();  // the last stream id: later streams are refused, retried elsewhere
+      c = next;
+    }
+  }
 }
 
-void Worker::start_drain() {
+void Worker::start_drain(bool hand_over) {
   draining_ = true;
+  handing_over_ = hand_over;
   drain_deadline_ms_ = clock_.monotonic_ms + limits().shutdown_timeout.count();
+  if (hand_over) final_goaway_ms_ = clock_.monotonic_ms + kHandOverIdleGrace;
   for (auto& l : listeners_) l->close();
   for (Connection* c = connections_; c;) {
     Connection* next = c->next;
@@ -361,7 +377,7 @@ void Worker::start_drain() {
   }
   for (Http2Connection* c = http2_connections_; c;) {
     Http2Connection* next = c->next;
-    c->drain();  // GOAWAY; streams in flight finish
+    c->drain(hand_over);  // GOAWAY; streams in flight finish
     c = next;
   }
 }
@@ -412,11 +428,14 @@ void Worker::run() {
   event::ReadyEvent events[kEvents];
   while (!stopping_) {
     int64_t timeout = 1000;  // at least once a second: the Date header and log flushes
-    for (event::TimerList* list :
-         {&header_timers, &keepalive_timers, &body_timers, &send_timers, &linger_timers}) {
+    for (event::TimerList* list : {&header_timers, &keepalive_timers, &body_timers, &send_timers,
+                                   &linger_timers, &hand_over_timers}) {
       int64_t next = list->next_in(clock_.monotonic_ms);
       if (next >= 0 && next < timeout) timeout = next;
     }
+    if (final_goaway_ms_)
+      timeout =
+          std::min<int64_t>(timeout, std::max<int64_t>(0, final_goaway_ms_ - clock_.monotonic_ms));
     int64_t next = upstream_timers.next_in(clock_.monotonic_ms);
     if (next >= 0 && next < timeout) timeout = next;
     next = app_.next_in(clock_.monotonic_ms);

@@ -91,7 +91,9 @@ class Worker {
 
   // ---- Called from other threads ----
   void post_config(std::shared_ptr<const config::Config> config);
-  void post_stop(bool graceful);
+  // `hand_over`: a graceful stop because a new binary now serves (SIGUSR2), which is gentler
+  // with idle connections (see handing_over()).
+  void post_stop(bool graceful, bool hand_over = false);
   // The admin changed an upstream server's state (upstream/operator_state.h).
   void post_operator_states();
   void post_function(peregrine::Worker::Function f);  // runs on this worker's thread
@@ -136,6 +138,14 @@ class Worker {
     return {date_server_.data() + server_at_, server_length_};
   }
   bool draining() const { return draining_; }
+  // Draining because a new binary took over (SIGUSR2). Its clients are still coming: an idle
+  // keep-alive connection is closed only once it has been idle for kHandOverIdleGrace (closing
+  // it as its client sends the next request loses that request; under load every connection
+  // gets its next request, answered with Connection: close, long before), and HTTP/2
+  // connections first get a GOAWAY that names no last stream, the final one kHandOverIdleGrace
+  // later (RFC 9113 6.8), so that no stream the client sent meanwhile is refused.
+  bool handing_over() const { return handing_over_; }
+  static constexpr int64_t kHandOverIdleGrace = 1000;  // ms
   handlers::WorkerEnv env() {
     return {*poller_, upstream_timers, clock_, total_workers_, &draining_};
   }
@@ -145,6 +155,7 @@ class Worker {
   event::TimerList body_timers{0};
   event::TimerList send_timers{0};
   event::TimerList linger_timers{0};
+  event::TimerList hand_over_timers{kHandOverIdleGrace};  // idle connections, handing over
   event::TimerSet upstream_timers;  // durations from the config: upstream timeouts, queues, pools
 
  private:
@@ -153,7 +164,7 @@ class Worker {
   void refresh_date();
   void run_timers();
   void handle_mail();
-  void start_drain();
+  void start_drain(bool hand_over);
   void stop_now();
   void adopt(Listener& listener, int fd, const sockaddr* peer, socklen_t peer_length);
   void accept_failed(int error);
@@ -188,8 +199,10 @@ class Worker {
   std::vector<Http2Connection*> closed_http2_;
   void free_closed();
   bool draining_ = false;
+  bool handing_over_ = false;
   bool stopping_ = false;
   int64_t drain_deadline_ms_ = 0;
+  int64_t final_goaway_ms_ = 0;  // handing over: when HTTP/2 connections get the final GOAWAY
   time_t last_log_flush_ = 0;
   uint64_t refused_connections_ = 0;
   metrics::WorkerMetrics& metrics_;  // this worker's figures (metrics::registry())
