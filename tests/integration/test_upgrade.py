@@ -2,8 +2,12 @@
 
 On SIGUSR2 the server starts its own binary again, hands it the listening sockets, and drains
 once the new process reports that it serves; a new process that fails leaves the old one
-serving. Under keep-alive and new-connection load, five upgrades in a row lose no request.
-sd_notify messages (READY, RELOADING, STOPPING, MAINPID) arrive at NOTIFY_SOCKET."""
+serving. Under keep-alive and new-connection load, five upgrades in a row lose no request and
+need no retry: the old process answers each keep-alive connection's next request with
+Connection: close and closes idle ones only after a grace period, so no client sees its
+connection close under a request (wrk counts that as a read error). HTTP/2 connections get a
+GOAWAY naming no last stream, then the final one. sd_notify messages (READY, RELOADING,
+STOPPING, MAINPID) arrive at NOTIFY_SOCKET."""
 
 import ctypes
 import os
@@ -13,7 +17,12 @@ import subprocess
 import threading
 import time
 
-from harness import RawClient, ServerTestCase, build_request, main, make_config, q
+from harness import RawClient, ServerTestCase, build_request, h2c, main, make_config, missing, q
+
+try:
+    from test_http2 import NO_ERROR, RawH2
+except ImportError as e:  # python3-hpack, python3-hyperframe: only the HTTP/2 case needs them
+    RawH2, NO_ERROR, H2_IMPORT_ERROR = None, 0, e
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -67,15 +76,17 @@ def read_pid(path):
 
 class Load:
     """Client threads until stop(): keep-alive ones and new-connection ones. A keep-alive request
-    whose connection the server closed while idle (a drain closes idle connections) is sent again
-    on a new connection, as HTTP clients do for idempotent requests; any other failure counts."""
+    whose connection closed under it is sent once more on a new connection, as HTTP clients do
+    for idempotent requests, and that retry is counted in `retried` (which must stay empty: an
+    upgrade closes no connection a client may be using); any other failure counts in
+    `failures`."""
 
     def __init__(self, port, keepalive=2, fresh=2):
         self.port = port
         self.done = threading.Event()
         self.lock = threading.Lock()
         self.ok = 0
-        self.retried = 0
+        self.retried = []
         self.failures = []
         self.threads = [threading.Thread(target=self.run, args=(i < keepalive,))
                         for i in range(keepalive + fresh)]
@@ -84,7 +95,8 @@ class Load:
 
     def run(self, keepalive):
         conn = None
-        while not self.done.is_set():
+        retry = False  # the last request failed on a reused connection: once more, on a new one
+        while not self.done.is_set() or retry:
             reused = conn is not None
             try:
                 if conn is None:
@@ -93,14 +105,16 @@ class Load:
                 conn.send(build_request("GET", "/hello.txt", headers))
                 try:
                     r = conn.read_final_response()
-                except Exception:
-                    if reused and not conn.buf:
+                except Exception as e:
+                    if reused and not conn.buf and not retry:
                         conn.close()
                         conn = None
+                        retry = True
                         with self.lock:
-                            self.retried += 1
+                            self.retried.append(f"{e!r} at {time.monotonic():.3f}")
                         continue
                     raise
+                retry = False
                 if r.status != 200 or r.body != b"hello\n":
                     raise AssertionError(f"unexpected response {r!r}")
                 with self.lock:
@@ -109,6 +123,7 @@ class Load:
                     conn.close()
                     conn = None
             except Exception as e:  # noqa: BLE001 - every failure is reported
+                retry = False
                 with self.lock:
                     self.failures.append(f"{'keep-alive' if keepalive else 'new'} connection, "
                                          f"{'reused' if reused else 'first request'}: {e!r}")
@@ -176,6 +191,7 @@ class UpgradeTest(ServerTestCase):
         self.assertEqual({pid: EXIT_STATUS.get(pid) for pid in pids[1:-1]},
                          {pid: 0 for pid in pids[1:-1]}, srv.stderr()[-3000:])
         self.assertEqual(load.failures[:5], [], f"{len(load.failures)} failed request(s)")
+        self.assertEqual(load.retried[:5], [], f"{len(load.retried)} request(s) sent again")
         self.assertGreater(load.ok, 200)
         log = srv.stderr()
         self.assertEqual(log.count("is serving; this one"), 5, log[-3000:])
@@ -186,6 +202,80 @@ class UpgradeTest(ServerTestCase):
         os.kill(last, signal.SIGTERM)
         self.wait_for(lambda: process_gone(last), timeout=10, msg="the last process to stop")
         self.assertFalse(os.path.exists(self.pid_file), "the last process left its pid file")
+
+    def test_wrk_across_upgrades_loses_nothing(self):
+        """wrk at full load on keep-alive connections, an upgrade every 2 s: no socket error
+        (a connection closed under or between requests is a read error to wrk) and only 2xx."""
+        srv = self.start()
+        pids = [srv.pid]
+
+        def upgrades():
+            for _ in range(5):
+                time.sleep(1.5)
+                old = read_pid(self.pid_file)
+                os.kill(old, signal.SIGUSR2)
+                self.wait_for(lambda: read_pid(self.pid_file) not in (0, old), timeout=15,
+                              msg=f"a new pid after SIGUSR2 to {old}\n{srv.stderr()[-3000:]}")
+                pids.append(read_pid(self.pid_file))
+
+        requests = self.load_losing_nothing(f"http://127.0.0.1:{srv.port}/hello.txt", upgrades,
+                                            connections=50, seconds=12)
+        self.assertGreater(requests, 1000)
+        self.assertEqual(len(set(pids)), 6, pids)
+        for pid in pids[:-1]:
+            self.wait_for(lambda: process_gone(pid), timeout=15, msg=f"process {pid} to exit")
+        self.assertEqual(srv.wait(5), 0, srv.stderr()[-3000:])
+        self.assertEqual({pid: EXIT_STATUS.get(pid) for pid in pids[1:-1]},
+                         {pid: 0 for pid in pids[1:-1]}, srv.stderr()[-3000:])
+        self.assertEqual(srv.stderr().count("is serving; this one"), 5, srv.stderr()[-3000:])
+
+    def test_busy_keepalive_connection_gets_connection_close(self):
+        """A connection that keeps sending is never closed between two requests: its next
+        request after the hand-over is answered, with Connection: close, and then it ends."""
+        srv = self.start()
+        c = RawClient(srv.port, timeout=10)
+        self.addCleanup(c.close)
+        c.send(build_request("GET", "/hello.txt"))
+        self.assertEqual(c.read_final_response().status, 200)
+        srv.signal(signal.SIGUSR2)
+        closing = None
+        deadline = time.monotonic() + 15
+        while closing is None and time.monotonic() < deadline:
+            time.sleep(0.1)  # well inside the idle grace (1 s)
+            c.send(build_request("GET", "/hello.txt"))
+            r = c.read_final_response()
+            self.assertEqual((r.status, r.body), (200, b"hello\n"))
+            if "close" in r.connection_tokens():
+                closing = r
+        self.assertIsNotNone(closing, "no Connection: close within 15 s of SIGUSR2")
+        self.assertIn("is serving; this one", srv.stderr())
+        self.assertFalse(c._fill(5), "the connection stays open after Connection: close")
+        self.assertEqual(srv.wait(10), 0, srv.stderr()[-3000:])
+
+    def test_http2_goaway_in_two_steps(self):
+        """RFC 9113 6.8: first a GOAWAY naming no last stream, so that a stream the client sends
+        before it reads it is still served; the final GOAWAY names that stream; then the close."""
+        if RawH2 is None:
+            missing(f"missing module: {H2_IMPORT_ERROR.name} (python3-hpack, python3-hyperframe)")
+        srv = self.start_config(h2c(self.config()))
+        self.wait_for(lambda: read_pid(self.pid_file) == srv.pid, msg="the pid file")
+        self.addCleanup(self.stop_current)
+        c = RawH2(srv.port)
+        self.addCleanup(c.close)
+        c.send(c.get(1, "/hello.txt"))
+        self.assertEqual(c.response(1)[1], b"hello\n")
+        srv.signal(signal.SIGUSR2)
+        first = c.goaway(timeout=15)
+        self.assertIsNotNone(first, srv.stderr()[-3000:])
+        self.assertEqual((first.error_code, first.last_stream_id), (NO_ERROR, 2**31 - 1))
+        c.send(c.get(3, "/hello.txt"))
+        headers, body, rst = c.response(3)
+        self.assertEqual((headers.get(":status"), body, rst), ("200", b"hello\n", None))
+        final = c.goaway(timeout=5)
+        self.assertIsNotNone(final)
+        self.assertEqual((final.error_code, final.last_stream_id), (NO_ERROR, 3))
+        self.assertTrue(c.closed(timeout=5))
+        self.assertEqual(srv.wait(10), 0, srv.stderr()[-3000:])
 
     def test_failing_new_binary_leaves_the_old_one_serving(self):
         srv = self.start()
