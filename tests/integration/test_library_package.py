@@ -109,6 +109,16 @@ class InstalledLibraryTest(ServerTestCase):
                     self.assertTrue(os.path.exists(os.path.join(include, quoted)),
                                     f"peregrine/{name} includes {quoted}, which is not installed")
 
+    def test_the_load_generator_stays_out_of_the_library(self):
+        # peregrine-bench's own code (src/loadgen/) is its own archive, linked by the program and
+        # its tests only: embedders get the server.
+        nm = require_tool("nm", "binutils")
+        symbols = run([nm, "-C", "--defined-only", os.path.join(self.prefix, "lib/libperegrine.a")])
+        self.assertIn("peregrine::Server::", symbols)
+        for namespace in ("peregrine::loadgen::", "peregrine::bench::"):
+            self.assertNotIn(namespace, symbols)
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "lib/libperegrine_loadgen.a")))
+
     def test_pkg_config_metadata(self):
         env = self.pc_env()
         self.assertEqual(run([self.pkg_config, "--modversion", "peregrine"], env=env).strip(),

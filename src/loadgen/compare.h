@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/histogram.h"
-#include "bench/report.h"
+#include "loadgen/histogram.h"
+#include "loadgen/report.h"
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 
 // The figures of one run that the comparison shows.
 struct RunSummary {
@@ -40,4 +40,4 @@ std::string format_compare_json(const std::vector<CompareTarget>& targets, int r
 // Latency by percentile (x: 0 %, 90 %, 99 %, ... on a log scale of 1/(1-p)), one line per target.
 std::string render_latency_svg(const std::vector<CompareTarget>& targets);
 
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen

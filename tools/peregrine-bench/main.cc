@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/compare.h"
-#include "bench/options.h"
-#include "bench/report.h"
 #include "engine.h"
+#include "loadgen/compare.h"
+#include "loadgen/options.h"
+#include "loadgen/report.h"
 
 #ifndef PEREGRINE_VERSION
 #define PEREGRINE_VERSION "0.1.0"
@@ -17,7 +17,7 @@
 
 namespace {
 
-using namespace peregrine::bench;
+using namespace peregrine::loadgen;
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "peregrine-bench: %s\n", message.c_str());

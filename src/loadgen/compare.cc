@@ -1,4 +1,4 @@
-#include "bench/compare.h"
+#include "loadgen/compare.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -7,7 +7,7 @@
 
 #include "core/strings.h"
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 namespace {
 
 std::string xml_escaped(std::string_view text) {
@@ -259,4 +259,4 @@ std::string render_latency_svg(const std::vector<CompareTarget>& targets) {
   return o;
 }
 
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen

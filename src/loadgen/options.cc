@@ -1,10 +1,10 @@
-#include "bench/options.h"
+#include "loadgen/options.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 namespace {
 
 bool ParseInt(std::string_view text, int64_t min, int64_t max, int64_t& out) {
@@ -620,4 +620,4 @@ compare mode:
 )";
 }
 
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen

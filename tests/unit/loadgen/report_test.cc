@@ -1,10 +1,10 @@
-#include "bench/report.h"
+#include "loadgen/report.h"
 
 #include <gtest/gtest.h>
 
-#include "bench/compare.h"
+#include "loadgen/compare.h"
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 namespace {
 
 RunInfo Info() {
@@ -265,4 +265,4 @@ TEST(BenchReport, MergeAddsTlsAndH2Counters) {
 }
 
 }  // namespace
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen

@@ -10,12 +10,12 @@
 #include <utility>
 #include <vector>
 
-#include "bench/options.h"
-#include "bench/report.h"
+#include "loadgen/options.h"
+#include "loadgen/report.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 
 struct Target {
   std::string url_text;
@@ -62,4 +62,4 @@ std::string ensure_nofile(uint64_t needed, std::string& note);
 // Set by SIGINT: stop and report what was measured, as ab does.
 void install_interrupt_handler();
 
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen

@@ -1,8 +1,8 @@
-#include "bench/options.h"
+#include "loadgen/options.h"
 
 #include <gtest/gtest.h>
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 namespace {
 
 std::string Parse(std::vector<std::string> args, Options& o) {
@@ -290,4 +290,4 @@ TEST(BenchOptions, H2HeadersDefaultAuthorityAndScheme) {
 }
 
 }  // namespace
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 
 struct Url {
   bool tls = false;  // https
@@ -98,4 +98,4 @@ std::string build_request(const Options& options, const Url& url, std::string_vi
 std::vector<std::pair<std::string, std::string>> build_h2_headers(const Options& options,
                                                                   const Url& url, size_t body_size);
 
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen

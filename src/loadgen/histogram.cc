@@ -1,9 +1,9 @@
-#include "bench/histogram.h"
+#include "loadgen/histogram.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 
 Histogram::Histogram() : counts_(bucket_count(), 0) {}
 
@@ -61,4 +61,4 @@ std::vector<std::pair<uint64_t, uint64_t>> Histogram::buckets() const {
   return out;
 }
 
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/histogram.h"
+#include "loadgen/histogram.h"
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 
 // Why the server closed a connection that the client asked to keep open.
 enum class CloseReason : uint8_t {
@@ -105,4 +105,4 @@ std::string json_escape(const std::string& s);
 double client_cpu_percent(const RunInfo& info);  // of the worker threads' cores
 double client_cpu_us_per_request(const RunInfo& info, const RunStats& stats);
 
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen

@@ -15,7 +15,7 @@
 
 #include "core/log_linear.h"
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 
 class Histogram {
  public:
@@ -68,4 +68,4 @@ class Histogram {
   double sum_squares_ = 0;
 };
 
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen

@@ -42,7 +42,7 @@
 #include "event/timer_list.h"
 #include "http/http1/response_parser.h"
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 namespace {
 
 using http1::BodyFraming;
@@ -1593,4 +1593,4 @@ void run_load(const Options& o, const Target& t, bool progress, RunOutput& out) 
   s.body_bytes_sent = t.body_size * s.completed;
 }
 
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen

@@ -1,4 +1,4 @@
-#include "bench/histogram.h"
+#include "loadgen/histogram.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 namespace {
 
 TEST(Histogram, SmallValuesAreExact) {
@@ -85,4 +85,4 @@ TEST(Histogram, HugeValuesAreClamped) {
 }
 
 }  // namespace
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen

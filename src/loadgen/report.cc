@@ -1,4 +1,4 @@
-#include "bench/report.h"
+#include "loadgen/report.h"
 
 #include <cinttypes>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "core/strings.h"
 
-namespace peregrine::bench {
+namespace peregrine::loadgen {
 namespace {
 
 void Append(std::string& out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -441,4 +441,4 @@ std::string format_percentile_csv(const Histogram& total) {
   return o;
 }
 
-}  // namespace peregrine::bench
+}  // namespace peregrine::loadgen
