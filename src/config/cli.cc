@@ -761,7 +761,7 @@ from these options. With -c FILE, --workers, --pid-file, --error-log, --log-leve
 and --max-body belong in the file.
 
 Signals: TERM/INT stop now, QUIT stops gracefully, HUP reloads the configuration,
-USR1 reopens the log files.
+USR1 reopens the log files, USR2 upgrades to the binary on disk without closing the sockets.
 )";
 }
 
