@@ -779,7 +779,8 @@ Session::Closed Session::closed_as(int32_t id) const {
 }
 
 void Session::advance_last_stream(int32_t id) {
-  if (id > last_stream_id_ + 2) remember_closed(last_stream_id_ + 1, id - 1, Closed::kSkipped);
+  // id > last_stream_id_ >= 0: the difference cannot overflow, last_stream_id_ + 2 could.
+  if (id - last_stream_id_ > 2) remember_closed(last_stream_id_ + 1, id - 1, Closed::kSkipped);
   last_stream_id_ = id;
 }
 
