@@ -1,9 +1,10 @@
-// The boundary between a client connection and an asynchronous handler. The FastCGI gateway and
-// the reverse proxy answer a request later, from the worker's event loop, while the connection
-// waits. An Exchange is one such request in flight; Downstream is the client connection as the
-// exchange sees it. server/ implements Downstream (server/connection.cc); handlers/ implement
-// StreamHandler and Exchange. Nothing here says which protocol the client speaks: an HTTP/1.1
-// connection and (later) an HTTP/2 stream are both a Downstream.
+// The boundary between a client connection and an asynchronous handler. The gateways (FastCGI,
+// AJP, the reverse proxy), the library's asynchronous handlers and WebSocket endpoints answer a
+// request later, from the worker's event loop, while the connection waits. An Exchange is one
+// such request in flight; Downstream is the client connection as the exchange sees it. server/
+// implements Downstream (server/connection.cc for HTTP/1.1, server/http2_connection.cc's
+// Http2Stream for HTTP/2); handlers/ implement StreamHandler and Exchange. Nothing here says
+// which protocol the client speaks, so a handler is written once for both.
 //
 // Lifetime rules (no reference counting, no re-entrancy surprises):
 //  - The connection starts the exchange with StreamHandler::start() once the request head is

@@ -1,23 +1,10 @@
-// Our own HTTP/2 connection state machine (RFC 9113), server side, meant to replace libnghttp2 in
-// server/http2_connection.cc (issue 13: nghttp2 costs more per request than H2O's whole request).
-// Pure: bytes in through receive(), events out through an Events object, the bytes to send
-// appended by produce(). No socket, no clock: the caller owns the I/O and every timeout.
-//
-// How the pieces map onto what http2_connection.cc does with nghttp2 today:
-//   nghttp2_session_mem_recv        -> receive()
-//   nghttp2_session_mem_send loop   -> produce(out) (everything ready, in one buffer)
-//   on_begin_headers                -> Events::on_stream_begin
-//   on_header                       -> Events::on_field
-//   on_frame_recv (HEADERS)         -> Events::on_headers
-//   on_data_chunk_recv + frame_recv -> Events::on_data (end_stream on the last)
-//   on_stream_close                 -> Events::on_stream_close
-//   on_frame_send (END_STREAM)      -> Events::on_response_complete
-//   data provider, ERR_DEFERRED     -> Events::read_body returning nothing; resume_data()
-//   session_consume                 -> consume()
-//   get/set_stream_user_data        -> Stream::user
-//   last_proc_stream_id             -> last_stream_id()
-// The stream limit is ours to enforce, always with RST_STREAM(REFUSED_STREAM) and never a
-// connection error, so the "announce twice the limit" trick of patch_first_settings goes away.
+// Our own HTTP/2 connection state machine (RFC 9113), server side, driven by
+// server/http2_connection.cc. It replaced libnghttp2 there (issue 13): nghttp2 cost more per
+// request than H2O's whole request. Pure: bytes in through receive(), events out through an
+// Events object, the bytes to send appended by produce(). No socket, no clock: the caller owns
+// the I/O and every timeout, so the whole protocol is unit-testable and fuzzable byte by byte.
+// The stream limit is enforced here, always with RST_STREAM(REFUSED_STREAM) and never a
+// connection error: a refused stream is one the client may safely send again.
 #pragma once
 
 #include <cstddef>
