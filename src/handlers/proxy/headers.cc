@@ -66,7 +66,10 @@ HeaderList end_to_end(std::span<const HeaderView> in, bool tunnel) {
       out.push_back({std::string(h.name), std::move(offered)});
       continue;
     }
-    if (is_hop_by_hop(h.name) || listed(named, h.name)) continue;
+    // Host is what the request was routed by: a client's "Connection: host" does not get to
+    // hand the back end another name (the upstream's) in its place.
+    if (is_hop_by_hop(h.name) || (listed(named, h.name) && !ascii_iequals(h.name, "Host")))
+      continue;
     out.push_back({std::string(h.name), std::string(h.value)});
   }
   if (upgrade) out.push_back({"Connection", "upgrade"});

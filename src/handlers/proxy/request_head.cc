@@ -27,6 +27,32 @@ std::string encode_path(std::string_view path) {
   return out;
 }
 
+// Does a path segment read "." or ".." once %2e is decoded (RFC 3986 5.2.4)?
+bool has_dot_segment(std::string_view path) {
+  while (!path.empty()) {
+    const size_t slash = path.find('/');
+    std::string_view segment = path.substr(0, slash);
+    size_t dots = 0;
+    bool only_dots = true;
+    while (!segment.empty() && only_dots) {
+      if (segment[0] == '.') {
+        segment.remove_prefix(1);
+      } else if (segment.size() >= 3 && segment[0] == '%' && segment[1] == '2' &&
+                 (segment[2] == 'e' || segment[2] == 'E')) {
+        segment.remove_prefix(3);
+      } else {
+        only_dots = false;
+        break;
+      }
+      ++dots;
+    }
+    if (only_dots && (dots == 1 || dots == 2)) return true;
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  return false;
+}
+
 }  // namespace
 
 void append_request_head(std::string& out, const Request& request, const PathMapping& mapping,
@@ -43,9 +69,14 @@ void append_request_head(std::string& out, const Request& request, const PathMap
   out.append(request.method_text);
   out += ' ';
   if (mapping.enabled) {
-    std::optional<std::string> mapped = map_path(raw_path, mapping.prefix, mapping.replacement);
+    // The raw path keeps the client's spelling, unless its dot-segments would climb out of the
+    // replacement once the back end resolves them ("/api/../api/x" mapped to "/v1/../api/x"):
+    // then the normalized path the route matched is what is mapped.
+    std::optional<std::string> mapped;
+    if (!has_dot_segment(raw_path))
+      mapped = map_path(raw_path, mapping.prefix, mapping.replacement);
     if (!mapped) {
-      // The route matched the decoded path; the raw one spells the prefix differently.
+      // The route matched the normalized path; the raw one spells it differently.
       mapped = map_path(request.path, mapping.prefix, mapping.replacement);
       if (mapped) mapped = encode_path(*mapped);
     }

@@ -112,6 +112,13 @@ TEST(ProxyHeadersHopByHop, TunnelKeepsUpgrade) {
                                                                   {"Connection", "upgrade"}}));
 }
 
+// Found by tests/fuzz/proxy_forwarding: a Connection header may not remove the Host the request
+// was routed by (the back end would get the upstream's name instead).
+TEST(ProxyHeadersHopByHop, ConnectionCannotNameHostAway) {
+  Views in = {{"Host", "a.test"}, {"Connection", "host, X-Gone"}, {"X-Gone", "1"}};
+  EXPECT_EQ(rewrite_request_headers(in, context(), bare()), (HeaderList{{"Host", "a.test"}}));
+}
+
 // h2c is never offered to a back end, not even beside another protocol: a back end that took
 // it up would read requests that never passed our routes ("h2c smuggling").
 TEST(ProxyHeadersHopByHop, TunnelNeverForwardsH2c) {
