@@ -3,7 +3,7 @@
 
 Not a pass/fail test: it prints figures (and optionally writes JSON).  See bench/README.md.
 
-Method (docs/performance.md, DESIGN.md "Performance practice"):
+Method (details and caveats: bench/README.md, "Method"; the figures: docs/performance.md):
   * every server: one worker, loopback, ephemeral port, generated config in a temp dir,
     pinned to CPU 0 (taskset -c 0); the load generator (wrk -t1) pinned to CPU 1;
   * per scenario and server: one 2 s warm-up, then N runs of --duration seconds, the servers'
