@@ -14,14 +14,17 @@ namespace {
 
 // Bit 1: allowed in a name after its first byte: a lower-case token (RFC 9110 5.6.2, RFC 9113
 // 8.2.1), so a name that HTTP/1.1 would split or read differently ("a b", "x(y)", "a/b") never
-// reaches a handler or back end; bit 2: not allowed in a value.
+// reaches a handler or back end; bit 2: not allowed in a value. RFC 9113 8.2.1 forbids only NUL,
+// CR and LF there, but every control byte but HTAB is outside RFC 9110's field-value, and our
+// HTTP/1.1 parser refuses them: a value one protocol refuses must not pass through the other
+// into an HTTP/1.1 back end that refuses it too (found by tests/fuzz/proxy_forwarding).
 constexpr std::array<uint8_t, 256> build_char_classes() {
   std::array<uint8_t, 256> classes{};
   for (int c = 0x21; c < 0x7f; ++c)
     if (is_tchar(static_cast<unsigned char>(c)) && !(c >= 'A' && c <= 'Z')) classes[c] |= 1;
-  classes[0] |= 2;
-  classes['\r'] |= 2;
-  classes['\n'] |= 2;
+  for (int c = 0; c < 0x20; ++c)
+    if (c != '\t') classes[c] |= 2;
+  classes[0x7f] |= 2;
   return classes;
 }
 constexpr std::array<uint8_t, 256> kCharClasses = build_char_classes();

@@ -519,6 +519,11 @@ TEST(HpackDecoder, FieldCharactersFollowRfc9113) {
   EXPECT_FALSE(valid_field("x", "a\nb"));
   EXPECT_FALSE(valid_field("x", " lead"));
   EXPECT_FALSE(valid_field("x", "trail\t"));
+  // Control bytes HTTP/1.1 refuses in a value are refused here too (they would be forwarded to
+  // an HTTP/1.1 back end); obs-text (0x80 and up) stays, as in HTTP/1.1.
+  for (char c : {'\x01', '\x0b', '\x0c', '\x1f', '\x7f'})
+    EXPECT_FALSE(valid_field("x", std::string("a") + c + "b")) << int(c);
+  EXPECT_TRUE(valid_field("x", "caf\xc3\xa9"));
 }
 
 // The verdict on an indexed field is the one its literal got when it entered the table, so a
