@@ -417,6 +417,15 @@ struct Http2Callbacks final : http2::session::Events {
     if (Http2Stream* s = stream(st)) s->read_body(out, max, last);
   }
 
+  void on_malformed(http2::session::Stream&, const char* why) override {
+    if (!log::enabled(LogLevel::kInfo)) return;
+    AddressText from(&c.peer_.sa);
+    LOG_INFO(
+        "HTTP/2: client sent a malformed request (stream reset, PROTOCOL_ERROR): %s, "
+        "client: %.*s",
+        why, static_cast<int>(from.ip_length), from.ip);
+  }
+
   // Every connection error: the session queued its GOAWAY; the connection lingers once it is out.
   void on_connection_error(ErrorCode, const char* why) override {
     if (c.calmed_) return;

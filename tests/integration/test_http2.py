@@ -819,6 +819,7 @@ class TestProxyRequestChecks(ServerTestCase):
             dict(authority=None, extra=[("host", "b.test"), ("host", "c.test")]),
             dict(extra=[("x-v", "a\rb")]), dict(extra=[("x-v", "a\nX-Injected: 1")]),
             dict(extra=[("x-v", "a\0b")]), dict(extra=[("x y", "1")]),
+            dict(extra=[("x-v", "a\x7fb")]), dict(extra=[("x-v", "a\x0cb")]),
             dict(extra=[("upgrade", "h2c")]), dict(extra=[("http2-settings", "AAMAAABk")]),
             dict(extra=[("connection", "upgrade")]),
         ]
@@ -830,6 +831,11 @@ class TestProxyRequestChecks(ServerTestCase):
         seen, garbage, leftover = self.backend.take()
         self.assertEqual((seen, garbage), ([], []), "nothing reached the back end")
         self.assertFalse(any(leftover), leftover)
+        # Each refusal has its line, whichever layer refused (the session's checks or finish()).
+        self.wait_for(lambda: self.srv.stderr().count("HTTP/2: client sent a") >= len(cases),
+                      msg="a log line per refused request")
+        self.assertIn("malformed request (stream reset, PROTOCOL_ERROR): a connection-specific field",
+                      self.srv.stderr())
         # The connection still works, and a good request arrives whole.
         headers, body, rst = self.send(101, c, path="/ok?q=1")
         self.assertEqual((headers.get(":status"), body, rst), ("200", b"ok", None))

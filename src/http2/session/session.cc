@@ -449,13 +449,19 @@ bool Session::on_header_block(int32_t id, std::string_view block, bool end_strea
     events_.on_stream_begin(*s);
   }
   bool malformed = false;
+  const char* why = nullptr;  // what the session's own checks found, for the log
   PseudoHeaders pseudo;
   Stream& stream = *s;
   const hpack::DecodeResult r = decoder_.decode(block, [&](const hpack::Field& f) {
     if (malformed || stream.closing || stream.closed) return;
-    if (!f.valid ||
-        (is_connection_specific(f.name) && !(f.name == "te" && f.value == "trailers")) ||
-        (trailers ? f.name.front() == ':' : !pseudo.add(f.name, f.value))) {
+    if (!f.valid) {
+      why = "a field name or value that HTTP refuses (upper case, a control byte, edge space)";
+    } else if (is_connection_specific(f.name) && !(f.name == "te" && f.value == "trailers")) {
+      why = "a connection-specific field";
+    } else if (trailers ? f.name.front() == ':' : !pseudo.add(f.name, f.value)) {
+      why = "a pseudo-header unknown, repeated, misplaced or in trailers";
+    }
+    if (why) {
       malformed = true;
       return;
     }
@@ -469,9 +475,18 @@ bool Session::on_header_block(int32_t id, std::string_view block, bool end_strea
   if (stream.closing || stream.closed) return !terminated_;
   // Trailers must end the stream (RFC 9113 8.1); a head with END_STREAM has no body to match a
   // nonzero content-length.
-  if (malformed || (trailers && !end_stream) || (!trailers && !pseudo.complete()) ||
-      (!trailers && end_stream && stream.content_length > 0))
+  if (!malformed) {
+    if (trailers && !end_stream)
+      why = "trailers without END_STREAM";
+    else if (!trailers && !pseudo.complete())
+      why = "a required pseudo-header missing";
+    else if (!trailers && end_stream && stream.content_length > 0)
+      why = "a content-length with no body";
+  }
+  if (malformed || why) {
+    if (why) events_.on_malformed(stream, why);
     return stream_error(id, ErrorCode::kProtocolError);
+  }
   if (trailers && stream.content_length >= 0 &&
       stream.data_received != static_cast<uint64_t>(stream.content_length))
     return stream_error(id, ErrorCode::kProtocolError);

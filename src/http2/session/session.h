@@ -99,6 +99,10 @@ class Events {
                         bool trailers) = 0;
   // The head (or trailers) is complete. `end_stream`: no body follows.
   virtual void on_headers(Stream& s, bool end_stream, bool trailers) = 0;
+  // The session's own checks found the head (or trailers) malformed: the stream is about to be
+  // reset with PROTOCOL_ERROR (on_stream_close follows). For the log; `why` is a static string.
+  // A refusal of on_field() is the application's own and is not reported here.
+  virtual void on_malformed(Stream& s, const char* why) {}
   // Request body bytes (padding removed), then end_stream (possibly with no bytes). Each byte
   // counts against the windows until consume() gives it back.
   virtual void on_data(Stream& s, std::string_view bytes, bool end_stream) = 0;

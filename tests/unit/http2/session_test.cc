@@ -147,6 +147,8 @@ struct Recorder : Events {
   void on_settings_ack() override { ++acks; }
   void on_goaway(int32_t, ErrorCode) override { ++goaways; }
   void on_connection_error(ErrorCode, const char* why) override { last_error = why; }
+  void on_malformed(Stream&, const char* why) override { malformed.push_back(why); }
+  std::vector<std::string> malformed;
 };
 
 class SessionTest : public ::testing::Test {
@@ -541,6 +543,9 @@ TEST_F(SessionTest, MalformedFieldsResetTheStream) {
     expect_rst(f, 1, ErrorCode::kProtocolError);
     EXPECT_EQ(events.closes.size(), 1u) << fields[0].first;
     EXPECT_EQ(session->errors_sent(), 1u);
+    // The session's own verdicts say why, for the log; the application's refusal ("x-bad") is
+    // its own to report.
+    EXPECT_EQ(events.malformed.size(), fields[0].first == "x-bad" ? 0u : 1u) << fields[0].first;
   }
   start({});
   ASSERT_TRUE(session->receive(get(1, true, {{"te", "trailers"}})));
