@@ -12,4 +12,10 @@ namespace peregrine::http {
 // The returned view points at static storage.
 std::string_view reason_phrase(int status);
 
+// Whether a response with `status` has a body to frame (RFC 9110 6.4.1, 15.3.5, 15.4.5): not
+// 1xx, 204 or 304. What both client protocols ask before they announce a length or send DATA.
+constexpr bool status_has_body(int status) {
+  return status >= 200 && status != 204 && status != 304;
+}
+
 }  // namespace peregrine::http

@@ -134,10 +134,6 @@ void append_chunk_size(std::string& out, size_t size) {
   out.append("\r\n");
 }
 
-bool status_has_body(int status) {
-  return status >= 200 && status != 204 && status != 304;
-}
-
 }  // namespace
 
 // An idle connection's memory is this object: 10,000 idle connections must fit in 3 MB with the
@@ -811,7 +807,7 @@ Connection::Framing Connection::write_response(const Request& request, const Res
   Framing framing = Framing::kNone;
   if (status == 101) {
     keep = false;  // the connection now belongs to the protocol switched to
-  } else if (!status_has_body(status)) {
+  } else if (!http::status_has_body(status)) {
     // 1xx, 204, 304: no framing header at all
   } else if (content_length >= 0) {
     framing = Framing::kLength;
@@ -1295,7 +1291,7 @@ bool Connection::send_head(Response& head, int64_t content_length) {
   if (!f.body.done()) keep_alive_ = false;  // answered before the whole body arrived
   f.chunked_out = write_response(*f.request, head, content_length, f.selection.site,
                                  f.selection.headers) == Framing::kChunked;
-  f.body_allowed = !f.request->is_head() && status_has_body(status);
+  f.body_allowed = !f.request->is_head() && http::status_has_body(status);
   if (f.body_allowed) f.body_bytes_sent += head.body_length();  // sent with the head
   // In a tunnel, bytes the client sent with its handshake go out with its next bytes (clients
   // wait for the 101 before they send, RFC 6455 4.1).

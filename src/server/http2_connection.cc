@@ -17,6 +17,7 @@
 #include "event/deferred.h"
 #include "handlers/stream_handler.h"
 #include "http/request_id.h"
+#include "http/status.h"
 #include "http2/headers.h"
 #include "metrics/metrics.h"
 #include "server/route_table.h"
@@ -34,10 +35,6 @@ constexpr size_t kBatchBytes = 64 * 1024;  // frames gathered before one write
 constexpr size_t kHighWater = 64 * 1024;   // a streamed body's queued bytes before kFull
 constexpr size_t kLowWater = 16 * 1024;    // ...and before on_writable()
 constexpr size_t kSpareStreams = 2048;     // stream objects kept for reuse, per thread
-
-bool status_has_body(int status) {
-  return status >= 200 && status != 204 && status != 304;
-}
 
 }  // namespace
 
@@ -1061,7 +1058,7 @@ void Http2Connection::respond_complete(Http2Stream& s, Response& response) {
     (s.selection.site ? *s.selection.site : s.routes->default_site())
         .fill_error_body(s.request, response);
   const bool with_body =
-      !s.request.is_head() && status_has_body(status) && response.body_length() > 0;
+      !s.request.is_head() && http::status_has_body(status) && response.body_length() > 0;
   if (with_body) s.append_response_body(response);
   s.out_done = true;
   s.status = status;
@@ -1092,7 +1089,7 @@ bool Http2Connection::submit_head(Http2Stream& s, const Response& response, int6
       !s.request.request_id.empty() && s.routes && s.routes->config().request_id.response;
   char length_text[24];
   size_t length_size = 0;
-  if (content_length >= 0 && status_has_body(status)) {
+  if (content_length >= 0 && http::status_has_body(status)) {
     auto [end, ec] = std::to_chars(length_text, length_text + sizeof length_text, content_length);
     length_size = static_cast<size_t>(end - length_text);
   }
@@ -1187,7 +1184,7 @@ bool Http2Stream::send_head(Response& head, int64_t content_length) {
     return false;
   }
   head_sent_ = true;
-  body_allowed = !request.is_head() && status_has_body(code);
+  body_allowed = !request.is_head() && http::status_has_body(code);
   status = code;
   if (body_allowed) append_response_body(head);
   if (!c->submit_head(*this, head, content_length, true)) {

@@ -412,8 +412,10 @@ bool take_list(std::string_view& in, std::vector<std::string>* items) {
       std::string listen;
       for (size_t i = 0; i < texts.size(); ++i)
         listen += std::to_string(fds[i]) + " " + texts[i] + "\n";
-      env.push_back(std::string(kListenFdsEnv) + "=" + listen);
-      env.push_back(std::string(kReadyFdEnv) + "=" + std::to_string(fds.back()));
+      // Appended, not chained with +: GCC 12 warns (-Warray-bounds, a false positive) on the
+      // temporaries + makes of a short literal.
+      env.emplace_back(kListenFdsEnv).append("=").append(listen);
+      env.emplace_back(kReadyFdEnv).append("=").append(std::to_string(fds.back()));
       std::vector<char*> envp, args;
       for (std::string& e : env) envp.push_back(e.data());
       envp.push_back(nullptr);
