@@ -253,7 +253,7 @@ ApiAnswer apply(ConfigControl& control, const config::Config& running, std::stri
 // Validation, then apply: PUT and rollback.
 ApiAnswer validate_and_apply(ConfigControl& control, const config::Config& running,
                              std::string_view text) {
-  config::LoadResult loaded = config::load_string(text, running.source);
+  config::LoadResult loaded = config::load_string(text, running.source, running.handlers);
   if (!loaded.errors.empty()) return validation_errors(422, loaded);
   return apply(control, running, text);
 }
@@ -346,7 +346,8 @@ ApiAnswer validate_config(std::string_view text) {
   }
   // Read under the running file's name, so that relative paths resolve and errors read as
   // `peregrine -t` prints them.
-  return validation_errors(200, config::load_string(text, running->config->source));
+  return validation_errors(
+      200, config::load_string(text, running->config->source, running->config->handlers));
 }
 
 ApiAnswer put_config(std::string_view text, std::optional<std::string_view> if_match) {

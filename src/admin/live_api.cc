@@ -47,24 +47,6 @@ int64_t queue_of(const metrics::Snapshot& s, std::string_view group) {
   return 0;
 }
 
-const char* handler_name(config::HandlerKind kind) {
-  switch (kind) {
-    case config::HandlerKind::kStatic:
-      return "static";
-    case config::HandlerKind::kReturn:
-      return "return";
-    case config::HandlerKind::kApplication:
-      return "application";
-    case config::HandlerKind::kFastcgi:
-      return "fastcgi";
-    case config::HandlerKind::kProxy:
-      return "proxy";
-    case config::HandlerKind::kAjp:
-      return "ajp";
-  }
-  return "?";
-}
-
 }  // namespace
 
 AdminPart admin_part(std::string_view path) {
@@ -91,27 +73,14 @@ RouteDescription describe_route(const config::Route& route) {
       d.match = "regex " + route.pattern;
       break;
   }
-  d.handler = handler_name(route.handler);
-  switch (route.handler) {
-    case config::HandlerKind::kStatic:
-      d.target = route.static_files.root;
-      break;
-    case config::HandlerKind::kReturn:
-      d.target = std::to_string(route.return_options.status);
-      if (!route.return_options.location.empty()) d.target += " " + route.return_options.location;
-      break;
-    case config::HandlerKind::kApplication:
-      d.target = route.handler_name;
-      break;
-    case config::HandlerKind::kFastcgi:
-      d.target = route.fastcgi.upstream;
-      break;
-    case config::HandlerKind::kProxy:
-      d.target = route.proxy.scheme + "://" + route.proxy.upstream;
-      break;
-    case config::HandlerKind::kAjp:
-      d.target = route.ajp.upstream;
-      break;
+  // What the route's registration says about it (config/handler_type.h).
+  // A route without one (made in code) serves static files, as one in a file does.
+  if (route.type != nullptr) {
+    d.handler = std::string(route.type->name);
+    d.target = route.type->describe(route);
+  } else {
+    d.handler = "static";
+    d.target = route.static_files.root;
   }
   return d;
 }
@@ -346,12 +315,13 @@ void LiveHandler::serve_route_test(const Request& request, Response& response) {
     append_field(out, "handler", d.handler);
     out += ',';
     append_field(out, "target", d.target);
-    // A return route's status is known now; other handlers decide when they run.
+    // A return route's status is known now (fixed_status); other handlers decide when they run.
     out += ",\"status\":";
     if (answer.status != 0)  // refused on this route (405, 401, 403, 429)
       out += std::to_string(answer.status);
-    else if (route.handler == config::HandlerKind::kReturn)
-      out += std::to_string(route.return_options.status);
+    else if (std::optional<int> status =
+                 route.type != nullptr ? route.type->fixed_status(route) : std::nullopt)
+      out += std::to_string(*status);
     else
       out += "null";
   } else {

@@ -34,7 +34,7 @@ constexpr size_t kStreamHighWater = 64 * 1024;
 // One origin's pool on one worker: an upstream group of one server and the proxy handler that
 // runs exchanges against it.
 struct Origin {
-  config::Route route;
+  proxy::ProxyOptions proxy;
   config::UpstreamGroup group;
   std::unique_ptr<upstream::GroupRuntime> runtime;
   std::unique_ptr<proxy::ProxyHandler> handler;  // after runtime: destroyed first
@@ -46,7 +46,6 @@ struct Origin {
 struct WorkerState {
   explicit WorkerState(const handlers::WorkerEnv& e) : env(e) {}
   handlers::WorkerEnv env;
-  config::Site site;  // ProxyHandler asks for one; nothing of it is used
   std::unordered_map<std::string, std::unique_ptr<Origin>> origins;
   std::vector<detail::ClientCall*> calls;  // begun and not yet delivered
   bool stopping = false;
@@ -122,10 +121,10 @@ Origin* origin_for(WorkerState& state, const Url& url, const HttpClientOptions& 
     g.tls.ca_file = o.ca_file;
     g.tls.server_name = url.host;
   }
-  config::ProxyOptions& p = origin->route.proxy;
+  proxy::ProxyOptions& p = origin->proxy;
   p.upstream = g.name;
   p.scheme = url.tls ? "https" : "http";
-  p.host_mode = config::ProxyHostMode::kFixed;
+  p.host_mode = proxy::ProxyHostMode::kFixed;
   p.fixed_host = url.authority;
   p.x_forwarded_for = p.x_forwarded_proto = p.x_forwarded_host = p.x_real_ip = false;
   p.forwarded = false;
@@ -135,9 +134,8 @@ Origin* origin_for(WorkerState& state, const Url& url, const HttpClientOptions& 
   p.websocket = false;
   origin->runtime = std::make_unique<upstream::GroupRuntime>(g, state.env.poller, state.env.timers,
                                                              state.env.clock, 1);
-  origin->handler =
-      std::make_unique<proxy::ProxyHandler>(origin->route, state.site, *origin->runtime,
-                                            state.env.poller, state.env.timers, state.env.clock);
+  origin->handler = std::make_unique<proxy::ProxyHandler>(
+      origin->proxy, *origin->runtime, state.env.poller, state.env.timers, state.env.clock);
   Origin* raw = origin.get();
   state.origins.emplace(std::move(key), std::move(origin));
   return raw;

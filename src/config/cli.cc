@@ -444,9 +444,11 @@ toml::table proxy_table(const ProxyRoute& route) {
 // Reads a route the options describe with the reader of a file's [[site.route]], so that quick
 // mode has the file's defaults and checks. Its errors name `option` ("--fastcgi"), if any.
 bool read_quick_route(std::string_view option, const toml::table& table, const Site& site,
-                      const std::string& cwd, upstream::RouteGroups& groups, Route* route,
+                      const std::string& cwd, const HandlerSet& handlers,
+                      upstream::RouteGroups& groups, Route* route,
                       std::vector<ConfigError>* errors) {
   Reader reader(std::string(kCommandLine), cwd);
+  reader.set_handlers(&handlers);
   RouteContext context{reader, site, groups};
   bool ok = read_route(context, table, route);
   for (ConfigError& e : reader.take_errors()) {
@@ -765,7 +767,7 @@ USR1 reopens the log files, USR2 upgrades to the binary on disk without closing 
 )";
 }
 
-LoadResult build_config(const CommandLine& cli) {
+LoadResult build_config(const CommandLine& cli, const HandlerSet& handlers) {
   LoadResult result;
   try {
     const std::string cwd = current_directory();
@@ -823,7 +825,7 @@ LoadResult build_config(const CommandLine& cli) {
             "set max_body_bytes = \"" + cli.max_body + "\" in [limits] of " + cli.config_file));
       }
       if (!result.errors.empty()) return result;
-      LoadResult loaded = load_file(cli.config_file);
+      LoadResult loaded = load_file(cli.config_file, handlers);
       if (!loaded.errors.empty()) return loaded;
       result.warnings = std::move(loaded.warnings);
       auto config = std::make_shared<Config>(*loaded.config);
@@ -835,6 +837,7 @@ LoadResult build_config(const CommandLine& cli) {
     // Quick mode.
     auto config = std::make_shared<Config>();
     config->source = std::string(kCommandLine);
+    config->handlers = handlers;
     const SourcePos here{std::string(kCommandLine), 0, 0};
     std::vector<std::string> listen = cli.listen;
     if (listen.empty()) listen.push_back("127.0.0.1:8080");
@@ -911,7 +914,8 @@ LoadResult build_config(const CommandLine& cli) {
     upstream::RouteGroups groups(config.get());
     auto add_route = [&](std::string_view option, const toml::table& table) {
       Route route;
-      if (read_quick_route(option, table, site, cwd, groups, &route, &result.errors)) {
+      if (read_quick_route(option, table, site, cwd, config->handlers, groups, &route,
+                           &result.errors)) {
         site.routes.push_back(std::move(route));
       }
     };

@@ -58,8 +58,9 @@ std::string usage();
 // one prefix (stripped) before the rest. --max-body SIZE is the largest request body (default:
 // the file's default, or kQuickFastcgiMaxBody with --fastcgi). Access log: combined to stdout
 // unless --access-log says otherwise. The routes and limits are read by the same readers as a
-// file's, from tables built here, so they get the same defaults and checks.
-LoadResult build_config(const CommandLine& cli);
+// file's, from tables built here, so they get the same defaults and checks. `handlers`: the
+// route handlers a file (or quick mode) may use (handlers::builtin() for the server's).
+LoadResult build_config(const CommandLine& cli, const HandlerSet& handlers);
 
 // The cap on connections to a --fastcgi back end when no --fastcgi-conns is given and no running
 // php-fpm pool listening there says its pm.max_children (config/php_fpm_pools.h): the

@@ -15,6 +15,7 @@
 #include "access/options.h"
 #include "admin/options.h"
 #include "compress/options.h"
+#include "config/handler_type.h"
 #include "config/log_format.h"
 #include "core/cidr.h"
 #include "core/log.h"
@@ -104,13 +105,6 @@ struct StaticOptions {
   bool precompressed = true;           // serve NAME.br / NAME.gz when the client accepts them
   bool etag = true;
   Millis cache_valid{1000};  // how long a cached stat() result is trusted
-};
-
-struct ReturnOptions {
-  int status = 200;
-  std::string body;
-  std::string location;  // for 301/302/303/307/308; $1..$9 are regex captures, $uri the path
-  std::string content_type = "text/plain";
 };
 
 // A back-end server of an upstream group.
@@ -208,58 +202,6 @@ struct UpstreamGroup {
   SourcePos pos;
 };
 
-struct FastcgiOptions {
-  std::string upstream;  // name of the group in Config::upstreams
-  std::string root;      // DOCUMENT_ROOT / SCRIPT_FILENAME base (absolute); default: site root
-  std::vector<std::string> index{"index.php"};  // for paths ending in '/'
-  // Splits the path into SCRIPT_NAME and PATH_INFO: two capture groups. Default: up to and
-  // including the first ".php" segment.
-  std::shared_ptr<const Regex> split_path;
-  // Front controller: tried in order, first existing wins; the last entry is the fallback URI
-  // ("/index.php?$args"), or "=404". Empty: the script must exist (404 otherwise).
-  std::vector<std::string> try_files;
-  std::vector<std::pair<std::string, std::string>> params;  // extra, set after the standard ones
-  uint64_t buffer_bytes = 64 * 1024;  // responses up to this get a Content-Length; larger stream
-  bool check_script = true;           // 404 from us when SCRIPT_FILENAME does not exist
-  // GET/HEAD requests that would wait for a slot are sent behind the request in progress on a
-  // kept connection, so php-fpm's child finds the next one without waiting for us.
-  bool pipelining = true;
-};
-
-enum class ProxyHostMode { kPass, kUpstream, kFixed };
-
-struct ProxyOptions {
-  std::string upstream;  // group name in Config::upstreams
-  std::string scheme = "http";
-  // The route's prefix (an exact route: its whole path) replaced by `path` (or stripped); ""
-  // for extension and regex routes, which keep the request path.
-  std::string path_prefix;
-  std::string path;  // upstream path replacing path_prefix; "" keeps the request path
-  bool strip_prefix = false;
-  // The Host header sent to the back end (proxy_host): the client's, the group's name or
-  // address, or `fixed_host`.
-  ProxyHostMode host_mode = ProxyHostMode::kPass;
-  std::string fixed_host;  // kFixed: "app.internal", "app.internal:8080"
-  bool x_forwarded_for = true;
-  bool x_forwarded_proto = true;
-  bool x_forwarded_host = true;
-  bool x_real_ip = true;
-  bool forwarded = false;
-  std::vector<std::string> request_remove;
-  std::vector<std::pair<std::string, std::string>> request_set;
-  std::vector<std::pair<std::string, std::string>> request_add;
-  std::vector<std::string> response_remove;
-  std::vector<std::pair<std::string, std::string>> response_set;
-  std::vector<std::pair<std::string, std::string>> response_add;
-  bool rewrite_location = true;
-  bool intercept_errors = false;      // upstream 4xx/5xx answered with the site's error pages
-  uint64_t buffer_bytes = 64 * 1024;  // in-memory response buffer for slow clients
-  // Beyond the memory buffer, the response spills to a temporary file up to this; 0 = never.
-  uint64_t max_temp_file_bytes = 1 << 30;
-  bool websocket = true;  // tunnel Upgrade requests
-  Millis tunnel_idle_timeout{300'000};
-};
-
 // Response headers of a site or route (`headers`; see docs/access.md).
 struct ResponseHeaders {
   http::HeaderRuleSet rules;  // as written in this table
@@ -275,40 +217,30 @@ struct AuthOptions {
   std::string file;                             // the htpasswd path, for messages
 };
 
-// An AJP13 route (Tomcat's AJP connector); see docs/ajp.md.
-struct AjpOptions {
-  std::string upstream;  // group name in Config::upstreams
-  // Sent with every request; Tomcat's connector rejects requests without its `secret` (403).
-  // Empty only with ajp_secret_required = false.
-  std::string secret;
-  uint32_t packet_size = 8192;        // the connector's packetSize, 8 KiB .. 64 KiB
-  uint64_t buffer_bytes = 64 * 1024;  // responses up to this get a Content-Length; larger stream
-  // A pooled connection idle longer than this is checked with CPING before it carries a request;
-  // 0 = never.
-  Millis cping_after{5'000};
-  Millis cping_timeout{2'000};
-};
-
 enum class MatchKind { kExact, kPrefix, kExtension, kRegex };
-enum class HandlerKind { kStatic, kReturn, kApplication, kFastcgi, kProxy, kAjp };
 
 struct Route {
   MatchKind match = MatchKind::kPrefix;
   std::string pattern;                 // exact path, prefix, extension (without dot) or regex
   std::shared_ptr<const Regex> regex;  // compiled, for kRegex
-  HandlerKind handler = HandlerKind::kStatic;
-  std::string handler_name;  // kApplication: the name an embedding program registered
-  StaticOptions static_files;
-  ReturnOptions return_options;
-  FastcgiOptions fastcgi;
-  ProxyOptions proxy;
-  AjpOptions ajp;
+  // The route's handler (a static object, see config/handler_type.h) and its own options, of the
+  // type its folder defines (handlers/NAME/options.h); null options: it has none of its own.
+  const HandlerType* type = nullptr;
+  std::shared_ptr<const HandlerOptions> options;
+  StaticOptions static_files;        // shared by the handlers that serve files (static, FastCGI)
   std::vector<std::string> methods;  // allowed methods; empty = the handler's default
   compress::Options compress;        // the site's, overridden by the route's `compress`
   access::Options access;            // the site's, overridden by the route's `access`/`limit`
   ResponseHeaders headers;           // applied after the site's
   AuthOptions auth;                  // the site's unless the route has its own or "off"
   SourcePos pos;
+
+  // The handler's options as its own type; null when the route has another handler. For setting
+  // up (route tables, tests), never per request: a handler keeps a reference to its options.
+  template <class T>
+  const T* options_as() const {
+    return dynamic_cast<const T*>(options.get());
+  }
 };
 
 // A certificate chain and its key, read (and checked) when the configuration is loaded, so that
@@ -400,6 +332,9 @@ struct Config {
   access::Definitions access;                     // the [[limit]] tables
   std::vector<Site> sites;
   size_t default_site = 0;  // index into sites
+  // The handlers it was read with: a reload or the admin API's check of a new text reads with the
+  // same (handlers/builtin.h lists the built-in ones).
+  HandlerSet handlers;
 };
 
 struct ConfigError {
@@ -417,7 +352,9 @@ struct LoadResult {
   std::vector<ConfigError> warnings;  // e.g. a certificate that expires soon
 };
 
-LoadResult load_file(const std::string& path);
-LoadResult load_string(std::string_view toml_text, const std::string& source_name);
+// `handlers`: the route handlers the document may use (handlers::builtin() for the server's).
+LoadResult load_file(const std::string& path, const HandlerSet& handlers);
+LoadResult load_string(std::string_view toml_text, const std::string& source_name,
+                       const HandlerSet& handlers);
 
 }  // namespace peregrine::config

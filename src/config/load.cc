@@ -4,8 +4,8 @@
 //
 // This file reads the document's own keys: the top level, [limits], [mime_types], [[site]] and
 // the route-matching keys of [[site.route]]. A route's handler keys are read by the handler's
-// reader (src/handlers/NAME/config.cc, found through config/registry.h), and [[upstream]]
-// groups by src/upstream/config.cc.
+// reader (src/handlers/NAME/config.cc, found through the HandlerSet the load was given), and
+// [[upstream]] groups by src/upstream/config.cc.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -33,8 +33,8 @@
 #include "config/reader.h"
 #include "config/registry.h"
 #include "config/sections.h"
+#include "config/static_options.h"
 #include "config/validate.h"
-#include "handlers/static/config.h"
 #include "tls/config.h"
 #include "upstream/config.h"
 
@@ -186,20 +186,27 @@ void read_match(Reader& reader, std::string_view kind, const toml::node& node, R
   }
 }
 
-// The handler of a route: the registered handler whose key is set (the first one in the
-// registry's order when several are, after an error), else `handler` (static, return, or an
-// application's name), else static.
-const RouteHandlerReader* select_handler(Reader& reader, const toml::table& table, Route* route) {
-  std::vector<std::pair<const RouteHandlerReader*, const toml::node*>> selected;
-  for (const RouteHandlerReader& handler : route_handlers()) {
-    if (const toml::node* node = table.get(handler.name)) selected.emplace_back(&handler, node);
+// The handler of a route: the one whose selecting key is set (the first one in the set's order
+// when several are, after an error), else the one `handler` names (its `selector` node), else an
+// embedding program's handler for an unknown name, else static files. Null after an error that
+// leaves no handler.
+const HandlerType* select_handler(Reader& reader, const toml::table& table,
+                                  const toml::node** selector) {
+  const HandlerSet& handlers = reader.handlers();
+  std::vector<std::pair<const HandlerType*, const toml::node*>> selected;
+  for (const HandlerType* handler : handlers.types()) {
+    if (handler->selection != HandlerType::Selection::kKey &&
+        handler->selection != HandlerType::Selection::kKeyOrHandler)
+      continue;
+    if (const toml::node* node = table.get(handler->name)) selected.emplace_back(handler, node);
   }
-  const RouteHandlerReader* chosen = selected.empty() ? nullptr : selected[0].first;
+  const HandlerType* chosen = selected.empty() ? nullptr : selected[0].first;
+  if (chosen != nullptr) *selector = selected[0].second;
   if (selected.size() > 1) {
     auto [first, first_node] = selected[0];
     auto [second, second_node] = selected[1];
     const std::string a(first->name), b(second->name);
-    if (first->handler_key_selects) {
+    if (first->selection == HandlerType::Selection::kKeyOrHandler) {
       // A route that answers by itself (return) beside a gateway: the gateway is the mistake.
       reader.error(second_node->source(), "'" + b + "' cannot be combined with '" + a + "'",
                    "a route has exactly one handler; remove one of them");
@@ -211,34 +218,39 @@ const RouteHandlerReader* select_handler(Reader& reader, const toml::table& tabl
     }
   }
 
+  const HandlerType* by_handler = handlers.default_type();
+  const toml::node* by_handler_selector = nullptr;
   if (const toml::node* handler_node = table.get("handler")) {
     std::string name;
     if (reader.read_string(*handler_node, "site.route.handler", &name, false)) {
-      const RouteHandlerReader* named = nullptr;
-      for (const RouteHandlerReader& handler : route_handlers()) {
-        if (handler.name == name) named = &handler;
-      }
-      if (named != nullptr && !named->handler_key_selects) {
+      const HandlerType* named = handlers.find(name);
+      if (named != nullptr && named->selection == HandlerType::Selection::kKey) {
         reader.error(handler_node->source(),
                      "handler \"" + name + "\" is chosen with '" + name + "'",
                      "write " + name + " = " + std::string(named->value_form) + ", " +
                          std::string(named->example) + ", and remove 'handler'");
-      } else if (named != nullptr) {
+      } else if (named != nullptr && named->selection == HandlerType::Selection::kKeyOrHandler) {
         if (table.get(named->name) == nullptr) {
           reader.error(table.source(),
                        "handler \"" + name + "\" needs '" + name + " = " +
                            std::string(named->value_form) + "'",
                        std::string(named->example));
+          by_handler = nullptr;
+        } else {
+          by_handler = named;
         }
-        route->handler = named->kind;
-      } else if (name == "static") {
-        route->handler = HandlerKind::kStatic;
+      } else if (named != nullptr && named->selection == HandlerType::Selection::kDefault) {
+        by_handler = named;
       } else if (!detail::is_token(name)) {
         reader.error(handler_node->source(), "invalid handler name \"" + name + "\"",
                      "\"static\", or the name an embedding program registered its handler under");
+      } else if (handlers.named_type() != nullptr) {
+        by_handler = handlers.named_type();
+        by_handler_selector = handler_node;
       } else {
-        route->handler = HandlerKind::kApplication;
-        route->handler_name = name;
+        reader.error(handler_node->source(), "unknown handler \"" + name + "\"",
+                     "\"static\", or a handler this program registers");
+        by_handler = nullptr;
       }
       if (chosen != nullptr && name != chosen->name) {
         const std::string key(chosen->name);
@@ -247,17 +259,21 @@ const RouteHandlerReader* select_handler(Reader& reader, const toml::table& tabl
       }
     }
   }
-  if (chosen != nullptr) route->handler = chosen->kind;
+  if (chosen == nullptr) {
+    chosen = by_handler;
+    if (by_handler_selector != nullptr) *selector = by_handler_selector;
+  }
 
   // Keys of the handlers the route does not use.
-  for (const RouteHandlerReader& handler : route_handlers()) {
-    if (&handler == chosen) continue;
-    for (std::string_view key : *handler.keys) {
-      if (key == handler.name) continue;  // a selecting key: a conflict reported above
+  for (const HandlerType* handler : handlers.types()) {
+    if (handler == chosen || handler->keys == nullptr) continue;
+    for (std::string_view key : *handler->keys) {
+      if (key == handler->name) continue;  // a selecting key: a conflict reported above
       if (const toml::node* node = table.get(key)) {
-        reader.error(node->source(),
-                     "'" + std::string(key) + "' needs a '" + std::string(handler.name) + "' route",
-                     std::string(handler.foreign_hint));
+        reader.error(
+            node->source(),
+            "'" + std::string(key) + "' needs a '" + std::string(handler->name) + "' route",
+            std::string(handler->foreign_hint));
       }
     }
   }
@@ -269,7 +285,7 @@ const RouteHandlerReader* select_handler(Reader& reader, const toml::table& tabl
 // Returns false when the route is unusable (an error was reported).
 bool read_route(RouteContext& context, const toml::table& table, Route* route) {
   Reader& reader = context.reader;
-  reader.check_keys(table, route_keys(), "[[site.route]]");
+  reader.check_keys(table, reader.handlers().route_keys(), "[[site.route]]");
   route->pos = reader.pos_of(table.source());
   size_t errors_before = reader.error_count();
 
@@ -296,12 +312,14 @@ bool read_route(RouteContext& context, const toml::table& table, Route* route) {
   }
   if (!matches.empty()) read_match(reader, matches[0].first, *matches[0].second, route);
 
-  const RouteHandlerReader* handler = select_handler(reader, table, route);
+  const toml::node* selector = &table;
+  const HandlerType* handler = select_handler(reader, table, &selector);
+  route->type = handler;
 
   // Static options: the site's, overridden by the route's. A FastCGI route uses them for
   // its root, its index and the static files it serves itself.
-  static_files::read_route_options(context, table, handler,
-                                   matches.empty() ? std::string_view() : matches[0].first, route);
+  read_static_route_options(context, table, handler,
+                            matches.empty() ? std::string_view() : matches[0].first, route);
   route->compress = context.site.compress;
   if (const toml::node* node = table.get("compress"))
     compress::read_options(reader, *node, "site.route.compress", &route->compress);
@@ -348,13 +366,8 @@ bool read_route(RouteContext& context, const toml::table& table, Route* route) {
     }
   }
 
-  if (handler != nullptr) handler->read(context, table, *table.get(handler->name), route);
-
-  if (route->handler == HandlerKind::kStatic && route->static_files.root.empty() &&
-      reader.error_count() == errors_before) {
-    reader.error(table.source(), "static route has no root",
-                 "set root on the route or on its [[site]], or give the route a 'return'");
-  }
+  context.errors_before = errors_before;
+  if (handler != nullptr) handler->read(context, table, *selector, route);
   return reader.error_count() == errors_before;
 }
 
@@ -362,8 +375,11 @@ namespace {
 
 class Loader {
  public:
-  Loader(std::string file, std::string base_dir)
-      : reader_(std::move(file), std::move(base_dir)), groups_(&config_) {}
+  Loader(std::string file, std::string base_dir, const HandlerSet& handlers)
+      : reader_(std::move(file), std::move(base_dir)), groups_(&config_) {
+    config_.handlers = handlers;
+    reader_.set_handlers(&config_.handlers);
+  }
 
   LoadResult run(std::string_view text) {
     LoadResult result;
@@ -757,8 +773,8 @@ class Loader {
         extra.default_pos = reader_.pos_of(node->source());
       }
     }
-    for (std::string_view key : static_files::option_keys())
-      static_files::read_option(reader_, table, key, "site.", &site.static_files);
+    for (std::string_view key : static_option_keys())
+      read_static_option(reader_, table, key, "site.", &site.static_files);
     if (const toml::node* node = table.get("compress"))
       compress::read_options(reader_, *node, "site.compress", &site.compress);
     access::read_options(reader_, table, config_.access, "site", &site.access);
@@ -849,6 +865,7 @@ class Loader {
       Route route;
       route.match = MatchKind::kPrefix;
       route.pattern = "/";
+      route.type = config_.handlers.default_type();
       route.static_files = site.static_files;
       route.compress = site.compress;
       route.access = site.access;
@@ -1001,9 +1018,10 @@ std::string ConfigError::to_string() const {
   return out;
 }
 
-LoadResult load_string(std::string_view toml_text, const std::string& source_name) {
+LoadResult load_string(std::string_view toml_text, const std::string& source_name,
+                       const HandlerSet& handlers) {
   try {
-    Loader loader(source_name, detail::directory_of(source_name));
+    Loader loader(source_name, detail::directory_of(source_name), handlers);
     return loader.run(toml_text);
   } catch (...) {
     LoadResult result;
@@ -1012,7 +1030,7 @@ LoadResult load_string(std::string_view toml_text, const std::string& source_nam
   }
 }
 
-LoadResult load_file(const std::string& path) {
+LoadResult load_file(const std::string& path, const HandlerSet& handlers) {
   LoadResult result;
   auto fail = [&](std::string message) {
     result.errors.push_back({SourcePos{path, 0, 0}, std::move(message), ""});
@@ -1047,7 +1065,7 @@ LoadResult load_file(const std::string& path) {
     return fail("config file is too large");
   }
   ::close(fd);
-  return load_string(text, path);
+  return load_string(text, path, handlers);
 }
 
 }  // namespace peregrine::config

@@ -73,6 +73,8 @@ std::vector<ConfigError> Reader::take_errors() {
 
 void Reader::check_keys(const toml::table& table, const std::vector<std::string_view>& allowed,
                         std::string_view section) {
+  const std::vector<std::string_view>& route_keys =
+      handlers().types().empty() ? common_route_keys() : handlers().route_keys();
   for (auto&& [key, value] : table) {
     std::string_view name = key.str();
     if (contains(allowed, name)) continue;
@@ -87,16 +89,16 @@ void Reader::check_keys(const toml::table& table, const std::vector<std::string_
              "move it above the first one";
     } else if (section != "[limits]" && contains(limit_keys(), name)) {
       hint = "'" + std::string(name) + "' belongs in [limits]";
-    } else if (section.empty() && (contains(site_keys(), name) || contains(route_keys(), name))) {
+    } else if (section.empty() && (contains(site_keys(), name) || contains(route_keys, name))) {
       hint = "'" + std::string(name) + "' is set on a [[site]] (or a [[site.route]])";
-    } else if (section == "[[site]]" && contains(route_keys(), name)) {
+    } else if (section == "[[site]]" && contains(route_keys, name)) {
       hint = "'" + std::string(name) + "' belongs in a [[site.route]] table";
     } else if (section == "[[site.route]]" && contains(site_keys(), name)) {
       hint = "'" + std::string(name) + "' is set on the [[site]], not on a route";
     } else if (section == "[[site.route]]" && contains(upstream_keys(), name)) {
       hint = "'" + std::string(name) +
              "' is set on an [[upstream]] group; name the group in the route's fastcgi or proxy";
-    } else if (section == "[[upstream]]" && contains(route_keys(), name)) {
+    } else if (section == "[[upstream]]" && contains(route_keys, name)) {
       hint = "'" + std::string(name) + "' is set on a [[site.route]], not on an [[upstream]]";
     } else {
       hint = "valid keys: " + join(allowed);

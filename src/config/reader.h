@@ -29,6 +29,9 @@ class Reader {
 
   const std::string& file() const { return file_; }
   const std::string& base_dir() const { return base_dir_; }
+  // The handlers routes may use (their keys, for hints too); the loader sets them.
+  const HandlerSet& handlers() const { return handlers_ != nullptr ? *handlers_ : kNoHandlers; }
+  void set_handlers(const HandlerSet* handlers) { handlers_ = handlers; }
 
   SourcePos pos_of(const toml::source_region& region) const {
     return SourcePos{file_, region.begin.line, region.begin.column};
@@ -80,6 +83,8 @@ class Reader {
  private:
   std::string file_;
   std::string base_dir_;
+  inline static const HandlerSet kNoHandlers;
+  const HandlerSet* handlers_ = nullptr;
   std::vector<ConfigError> errors_;
   std::vector<ConfigError> warnings_;
 };

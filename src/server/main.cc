@@ -4,6 +4,7 @@
 
 #include "config/cli.h"
 #include "core/log.h"
+#include "handlers/builtin.h"
 #include "server/server_process.h"
 #include "tls/record_buffers.h"
 
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
     std::printf("peregrine %s\n", PEREGRINE_VERSION);
     return 0;
   }
-  config::LoadResult loaded = config::build_config(cli);
+  config::LoadResult loaded = config::build_config(cli, handlers::builtin());
   if (!loaded.config) {
     for (const config::ConfigError& e : loaded.errors)
       std::fprintf(stderr, "%s\n", e.to_string().c_str());
@@ -49,6 +50,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   log::set_level(loaded.config->log_level);
-  server::ServerProcess process(loaded.config, {}, [cli] { return config::build_config(cli); });
+  server::ServerProcess process(loaded.config, {},
+                                [cli] { return config::build_config(cli, handlers::builtin()); });
   return process.run();
 }

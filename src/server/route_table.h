@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "event/poller.h"
 #include "event/timer_set.h"
+#include "handlers/application/registry.h"
 #include "handlers/static/mime.h"
 #include "handlers/static/static_handler.h"
 #include "handlers/stream_handler.h"
@@ -31,29 +32,23 @@
 
 namespace peregrine::server {
 
-// Application handlers an embedding program registered by name. Each worker calls the factory
-// once per route that names it; returning one shared, thread-safe instance is fine. One of the
-// three is set: a synchronous Handler, an AsyncHandler (run through application::AsyncAdapter)
-// or a WebSocket endpoint (application::WebSocketEndpoint, with its options).
-struct RegisteredHandler {
-  Server::HandlerFactory sync;
-  Server::AsyncHandlerFactory async;
-  Server::WebSocketFactory websocket = nullptr;
-  WebSocketOptions websocket_options = {};
-};
-using HandlerRegistry = std::map<std::string, RegisteredHandler, std::less<>>;
+// Application handlers an embedding program registered by name (handlers/application/registry.h).
+using RegisteredHandler = application::RegisteredHandler;
+using HandlerRegistry = application::Registry;
 
 struct RouteRuntime {
   const config::Route* config;
-  // Exactly one is set: a handler that answers at once (static, return, application), or one
-  // that answers later from the worker's loop (FastCGI, proxy).
+  // Exactly one is set (by the route's registration, handlers/handler_type.h): a handler that
+  // answers at once (static, return, application), or one that answers later from the worker's
+  // loop (FastCGI, proxy, AJP).
   std::shared_ptr<Handler> handler;
   std::shared_ptr<handlers::StreamHandler> stream;
   std::string allow;  // the route's `methods` as an Allow value, built once; empty: any method
   const access::Options* access = nullptr;  // null when the route has no rules and no limits
   // What a method token this server has no name for (PROPFIND, MKCOL, PURGE...) gets: empty when
   // the handler passes any token on (proxy, FastCGI, application) or the route lists methods;
-  // otherwise the Allow of the 405 it answers (static and return routes).
+  // otherwise the Allow of the 405 it answers (its registration's default_methods: static and
+  // return routes).
   std::string_view unknown_method_allow;
   metrics::RouteCounters* counters = nullptr;  // this worker's figures for the route
 };

@@ -9,7 +9,10 @@
 
 #include "config/listen_address.h"
 #include "core/log.h"
+#include "handlers/application/config.h"
 #include "handlers/application/websocket_endpoint.h"
+#include "handlers/builtin.h"
+#include "handlers/static/config.h"
 #include "server/server_process.h"
 
 namespace peregrine {
@@ -61,10 +64,11 @@ struct Server::Impl {
 };
 
 config::LoadResult Server::Impl::build() const {
-  if (!config_file.empty()) return config::load_file(config_file);
+  if (!config_file.empty()) return config::load_file(config_file, handlers::builtin());
   config::LoadResult result;
   auto cfg = std::make_shared<config::Config>();
   cfg->source = "<code>";
+  cfg->handlers = handlers::builtin();
   cfg->workers = workers;
   std::vector<std::string> addresses = listen;
   if (addresses.empty()) addresses.push_back("127.0.0.1:8080");
@@ -89,15 +93,15 @@ config::LoadResult Server::Impl::build() const {
     route.match = config::MatchKind::kPrefix;
     route.pattern = code.prefix;
     if (code.handler_name.empty()) {
-      route.handler = config::HandlerKind::kStatic;
+      route.type = &static_files::handler_type();
       route.static_files.root = code.root;
       if (::access(code.root.c_str(), R_OK | X_OK) != 0)
         result.errors.push_back({{"<code>", 0, 0},
                                  "static_files root " + code.root + " is not a readable directory",
                                  ""});
     } else {
-      route.handler = config::HandlerKind::kApplication;
-      route.handler_name = code.handler_name;
+      route.type = &application::handler_type();
+      route.options = application::options_for(code.handler_name);
     }
     site.routes.push_back(std::move(route));
   }

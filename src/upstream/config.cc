@@ -490,29 +490,28 @@ const UpstreamGroup* RouteGroups::find(std::string_view name) const {
   return nullptr;
 }
 
-std::string RouteGroups::resolve(Reader& reader, const toml::node& node, config::HandlerKind kind,
-                                 const std::string& name, const std::string& address,
-                                 const config::UpstreamTls* tls) {
+std::string RouteGroups::resolve(Reader& reader, const toml::node& node,
+                                 const config::UpstreamUse& use, const std::string& name,
+                                 const std::string& address, const config::UpstreamTls* tls) {
   std::string group_name;
   if (!name.empty() && find(name) != nullptr) {
     group_name = name;
     const UpstreamGroup& group = *find(name);
     const bool https = tls != nullptr && tls->enabled;
-    if (kind == config::HandlerKind::kProxy && https && !group.tls.enabled) {
+    if (use.tls_by_scheme && https && !group.tls.enabled) {
       reader.error(
           node.source(),
           "proxy URL 'https://" + name + "' names upstream '" + name + "', which speaks plain HTTP",
           "add tls = true to the [[upstream]] at line " + std::to_string(group.pos.line) +
               ", or write \"http://" + name + "\"");
-    } else if (kind == config::HandlerKind::kProxy && !https && group.tls.enabled) {
+    } else if (use.tls_by_scheme && !https && group.tls.enabled) {
       reader.error(node.source(), "upstream '" + name + "' has tls = true",
                    "write \"https://" + name + "\": the scheme says how the back end is reached");
-    } else if (kind == config::HandlerKind::kFastcgi && group.tls.enabled) {
-      reader.error(node.source(), "upstream '" + name + "' has tls = true; FastCGI speaks plain",
-                   "declare a group without tls for the fastcgi route");
-    } else if (kind == config::HandlerKind::kAjp && group.tls.enabled) {
-      reader.error(node.source(), "upstream '" + name + "' has tls = true; AJP speaks plain",
-                   "declare a group without tls for the ajp route");
+    } else if (!use.tls_by_scheme && group.tls.enabled) {
+      reader.error(node.source(),
+                   "upstream '" + name + "' has tls = true; " + std::string(use.display_name) +
+                       " speaks plain",
+                   "declare a group without tls for the " + std::string(use.protocol) + " route");
     }
   } else if (!address.empty()) {
     UpstreamServer server;
@@ -538,50 +537,32 @@ std::string RouteGroups::resolve(Reader& reader, const toml::node& node, config:
     std::string declared = config::declared_group_names(*config_);
     std::string hint = suggestion.empty() ? "" : "did you mean '" + suggestion + "'? ";
     hint += declared.empty() ? "no [[upstream]] group is declared" : "declared groups: " + declared;
-    hint +=
-        kind == config::HandlerKind::kFastcgi
-            ? "; or write an address: \"unix:/run/php/php8.2-fpm.sock\", \"127.0.0.1:9000\""
-        : kind == config::HandlerKind::kAjp
-            ? "; or write an address: \"ajp://127.0.0.1:8009\""
-            : "; or write an address: \"http://127.0.0.1:8080\", \"http://unix:/run/app.sock:\"";
+    hint += use.address_hint;
     reader.error(node.source(), "no upstream group named '" + name + "'", hint);
     return "";
   }
 
   const UpstreamGroup* group = find(group_name);
-  auto kind_name = [](config::HandlerKind k) {
-    return k == config::HandlerKind::kFastcgi ? "fastcgi"
-           : k == config::HandlerKind::kAjp   ? "ajp"
-                                              : "proxy";
-  };
-  if (kind == config::HandlerKind::kFastcgi && group != nullptr) {
-    // A php-fpm child stays with a kept connection while it is open, so idle connections must
-    // not hold the children the pool's other clients (nginx, cron, another group) wait for.
-    for (UpstreamGroup& g : config_->upstreams) {
-      if (g.name != group_name) continue;
-      if (!g.keepalive_timeout_written) g.keepalive_timeout = kFastcgiKeepaliveTimeout;
-      if (!g.keepalive_written) g.keepalive_leaves_children = true;
-    }
-  }
-  if (kind == config::HandlerKind::kAjp && group != nullptr) {
-    // An AJP connector does not speak HTTP: the group's probe is CPING.
+  if (use.adapt != nullptr && group != nullptr) {
     for (UpstreamGroup& g : config_->upstreams)
-      if (g.name == group_name) g.health_check.ajp_cping = true;
-  } else if (kind != config::HandlerKind::kProxy && group != nullptr &&
-             group->health_check.enabled) {
+      if (g.name == group_name) use.adapt(g);
+  }
+  if (!use.health_check && group != nullptr && group->health_check.enabled) {
     reader.error(node.source(),
                  "upstream '" + group_name + "' has a health_check, which probes over HTTP; a " +
-                     kind_name(kind) + " route cannot use it",
+                     std::string(use.protocol) + " route cannot use it",
                  "remove [upstream.health_check] from the group at line " +
                      std::to_string(group->pos.line) + " (passive health still applies)");
   }
-  auto [it, inserted] = uses_.emplace(group_name, Use{kind, reader.pos_of(node.source())});
-  if (!inserted && it->second.kind != kind) {
+  auto [it, inserted] = uses_.emplace(group_name, Use{&use, reader.pos_of(node.source())});
+  if (!inserted && it->second.use->protocol != use.protocol) {
+    // Named in the order of the handler set, whichever route came first.
+    std::string_view first = it->second.use->protocol, second = use.protocol;
+    if (config_->handlers.rank(second) < config_->handlers.rank(first)) std::swap(first, second);
     reader.error(node.source(),
-                 "upstream '" + group_name + "' is used by both " +
-                     kind_name(std::min(it->second.kind, kind)) + " and " +
-                     kind_name(std::max(it->second.kind, kind)) + " routes",
-                 "first used by a " + std::string(kind_name(it->second.kind)) + " route at line " +
+                 "upstream '" + group_name + "' is used by both " + std::string(first) + " and " +
+                     std::string(second) + " routes",
+                 "first used by a " + std::string(it->second.use->protocol) + " route at line " +
                      std::to_string(it->second.pos.line) +
                      "; a group speaks one protocol, so declare one group for each");
   }

@@ -51,13 +51,14 @@ class RouteGroups {
   // implicit group of `address`. Returns "" after reporting a problem.
   // `tls`: a proxy route's TLS (enabled for https://; the settings of an implicit group), or
   // null (FastCGI). A declared group's tls must match the route's scheme.
-  std::string resolve(config::Reader& reader, const toml::node& node, config::HandlerKind kind,
-                      const std::string& name, const std::string& address,
-                      const config::UpstreamTls* tls = nullptr);
+  // `use`: how the route's handler uses groups (its registration's UpstreamUse).
+  std::string resolve(config::Reader& reader, const toml::node& node,
+                      const config::UpstreamUse& use, const std::string& name,
+                      const std::string& address, const config::UpstreamTls* tls = nullptr);
 
  private:
   struct Use {
-    config::HandlerKind kind;
+    const config::UpstreamUse* use;
     config::SourcePos pos;
   };
   config::Config* config_;

@@ -531,7 +531,7 @@ void AjpExchange::complete(bool reuse) {
 
 AjpHandler::AjpHandler(const config::Route& route, const config::Site& site,
                        upstream::GroupRuntime& group, const handlers::WorkerEnv& env)
-    : options_(route.ajp), site_(site), group_(group), env_(env) {
+    : options_(*route.options_as<AjpOptions>()), site_(site), group_(group), env_(env) {
   read_buffer_ = std::make_unique_for_overwrite<char[]>(kReadChunk);
   headers_.reserve(kMaxHeaders);
 }

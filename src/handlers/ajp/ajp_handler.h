@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "handlers/ajp/options.h"
 #include "handlers/stream_handler.h"
 #include "peregrine/request.h"
 #include "upstream/group_runtime.h"
@@ -34,7 +35,7 @@ class AjpHandler final : public handlers::StreamHandler {
 
  private:
   friend class AjpExchange;
-  const config::AjpOptions& options_;
+  const AjpOptions& options_;
   const config::Site& site_;
   upstream::GroupRuntime& group_;
   handlers::WorkerEnv env_;

@@ -3,15 +3,18 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/reader.h"
 #include "config/validate.h"
+#include "handlers/ajp/ajp_handler.h"
+#include "handlers/ajp/options.h"
 #include "handlers/ajp/protocol.h"
 #include "upstream/config.h"
+#include "upstream/group_runtime.h"
 
 namespace peregrine::ajp {
 
 namespace {
 
-using config::AjpOptions;
 using config::Reader;
 
 const std::vector<std::string_view> kKeys = {
@@ -19,6 +22,16 @@ const std::vector<std::string_view> kKeys = {
     "ajp_buffer", "ajp_cping_after"};
 
 constexpr uint64_t kMaxResponseBuffer = uint64_t{64} << 20;
+
+const config::UpstreamUse kUpstreamUse{
+    .protocol = "ajp",
+    .display_name = "AJP",
+    .tls_by_scheme = false,
+    // An AJP connector does not speak HTTP: the group's probe is CPING.
+    .health_check = true,
+    .address_hint = "; or write an address: \"ajp://127.0.0.1:8009\"",
+    .adapt = [](config::UpstreamGroup& group) { group.health_check.ajp_cping = true; },
+};
 
 bool valid_secret(std::string_view secret) {
   // Sent as an AJP string; Tomcat compares it byte for byte.
@@ -50,7 +63,9 @@ void read_secret_file(Reader& reader, const toml::node& node, AjpOptions* option
 void read_route(config::RouteContext& context, const toml::table& table, const toml::node& target,
                 config::Route* route) {
   Reader& reader = context.reader;
-  AjpOptions& options = route->ajp;
+  auto read = std::make_shared<AjpOptions>();
+  route->options = read;
+  AjpOptions& options = *read;
   std::string text;
   if (reader.read_string(target, "site.route.ajp", &text, false)) {
     bool address = false;
@@ -60,9 +75,8 @@ void read_route(config::RouteContext& context, const toml::table& table, const t
                    "ajp takes \"ajp://HOST:PORT\" or a group name, not \"" + text + "\"",
                    "e.g. ajp = \"ajp://127.0.0.1:8009\" (Tomcat's AJP connector)");
     } else {
-      options.upstream =
-          context.groups.resolve(reader, target, config::HandlerKind::kAjp, address ? "" : text,
-                                 address ? std::string(rest) : "");
+      options.upstream = context.groups.resolve(reader, target, kUpstreamUse, address ? "" : text,
+                                                address ? std::string(rest) : "");
     }
   }
   const toml::node* secret = table.get("ajp_secret");
@@ -101,9 +115,38 @@ void read_route(config::RouteContext& context, const toml::table& table, const t
                          config::Millis{3'600'000}, &options.cping_after);
 }
 
-std::optional<std::string_view> static_key(std::string_view) {
-  return std::string_view("Tomcat serves the files of an ajp route");
-}
+class AjpType final : public handlers::HandlerType {
+ public:
+  AjpType() {
+    name = "ajp";
+    keys = &kKeys;
+    value_form = "\"GROUP or ajp://HOST:PORT\"";
+    example = "e.g. ajp = \"ajp://127.0.0.1:8009\"";
+    foreign_hint = "add ajp = \"ajp://HOST:PORT\" to send the route to Tomcat's AJP connector";
+    upstream = &kUpstreamUse;
+  }
+
+  std::optional<std::string_view> static_key(std::string_view) const override {
+    return std::string_view("Tomcat serves the files of an ajp route");
+  }
+
+  void read(config::RouteContext& context, const toml::table& table, const toml::node& selector,
+            config::Route* route) const override {
+    read_route(context, table, selector, route);
+  }
+
+  std::string describe(const config::Route& route) const override {
+    return route.options_as<AjpOptions>()->upstream;
+  }
+
+  handlers::Runtime make(const handlers::BuildContext& context, std::string* error) const override {
+    upstream::GroupRuntime* group =
+        context.group(context.route.options_as<AjpOptions>()->upstream, error);
+    if (group == nullptr) return {};
+    return {nullptr,
+            std::make_shared<AjpHandler>(context.route, context.site, *group, context.env)};
+  }
+};
 
 }  // namespace
 
@@ -119,19 +162,9 @@ std::string_view strip_scheme(std::string_view target, bool* is_address) {
   return target;
 }
 
-const config::RouteHandlerReader& route_reader() {
-  static const config::RouteHandlerReader reader{
-      .kind = config::HandlerKind::kAjp,
-      .name = "ajp",
-      .keys = &kKeys,
-      .value_form = "\"GROUP or ajp://HOST:PORT\"",
-      .example = "e.g. ajp = \"ajp://127.0.0.1:8009\"",
-      .handler_key_selects = false,
-      .foreign_hint = "add ajp = \"ajp://HOST:PORT\" to send the route to Tomcat's AJP connector",
-      .static_key = static_key,
-      .read = read_route,
-  };
-  return reader;
+const handlers::HandlerType& handler_type() {
+  static const AjpType type;
+  return type;
 }
 
 }  // namespace peregrine::ajp

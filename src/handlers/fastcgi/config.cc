@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <string>
 
+#include "config/reader.h"
 #include "config/upstream_address.h"
 #include "config/validate.h"
+#include "handlers/fastcgi/fastcgi_handler.h"
+#include "handlers/fastcgi/options.h"
 #include "upstream/config.h"
+#include "upstream/group_runtime.h"
 
 namespace peregrine::fastcgi {
 
 namespace {
 
-using config::FastcgiOptions;
 using config::Reader;
 using config::detail::has_control_chars;
 
@@ -20,6 +23,23 @@ const std::vector<std::string_view> kKeys = {"fastcgi",           "split_path", 
                                              "fastcgi_pipelining"};
 
 constexpr uint64_t kMaxResponseBuffer = uint64_t{64} << 20;
+
+// A php-fpm child stays with a kept connection while it is open, so idle connections must not
+// hold the children the pool's other clients (nginx, cron, another group) wait for.
+void adapt_group(config::UpstreamGroup& group) {
+  if (!group.keepalive_timeout_written)
+    group.keepalive_timeout = upstream::kFastcgiKeepaliveTimeout;
+  if (!group.keepalive_written) group.keepalive_leaves_children = true;
+}
+
+const config::UpstreamUse kUpstreamUse{
+    .protocol = "fastcgi",
+    .display_name = "FastCGI",
+    .tls_by_scheme = false,
+    .health_check = false,
+    .address_hint = "; or write an address: \"unix:/run/php/php8.2-fpm.sock\", \"127.0.0.1:9000\"",
+    .adapt = adapt_group,
+};
 
 void read_try_files(Reader& reader, const toml::node& node, FastcgiOptions* options) {
   std::vector<std::pair<std::string, const toml::node*>> entries;
@@ -127,12 +147,14 @@ void read_split_path(Reader& reader, const toml::node& node, FastcgiOptions* opt
 void read_route(config::RouteContext& context, const toml::table& table, const toml::node& target,
                 config::Route* route) {
   Reader& reader = context.reader;
-  FastcgiOptions& options = route->fastcgi;
+  auto read = std::make_shared<FastcgiOptions>();
+  route->options = read;
+  FastcgiOptions& options = *read;
   std::string text;
   if (reader.read_string(target, "site.route.fastcgi", &text, false)) {
     const bool address = text.find(':') != std::string::npos;  // group names have no ':'
-    options.upstream = context.groups.resolve(reader, target, config::HandlerKind::kFastcgi,
-                                              address ? "" : text, address ? text : "");
+    options.upstream = context.groups.resolve(reader, target, kUpstreamUse, address ? "" : text,
+                                              address ? text : "");
   }
   options.root = route->static_files.root;
   if (options.root.empty() && table.get("root") == nullptr) {
@@ -167,37 +189,62 @@ void read_route(config::RouteContext& context, const toml::table& table, const t
   }
 }
 
-// A FastCGI route serves the files that are not scripts itself, with the static options; only
-// a directory listing and alias make no sense for it.
-std::optional<std::string_view> static_key(std::string_view key) {
-  if (key == "directory_listing") {
-    return std::string_view(
-        "a directory is answered by its index script (index = [\"index.php\"]) or by "
-        "try_files");
+class FastcgiType final : public handlers::HandlerType {
+ public:
+  FastcgiType() {
+    name = "fastcgi";
+    keys = &kKeys;
+    value_form = "\"GROUP or ADDRESS\"";
+    example = "e.g. fastcgi = \"unix:/run/php/php8.2-fpm.sock\"";
+    foreign_hint =
+        "add fastcgi = \"GROUP or ADDRESS\" to send the route to a FastCGI back end such as "
+        "php-fpm";
+    upstream = &kUpstreamUse;
   }
-  if (key == "alias") {
-    return std::string_view("set root: SCRIPT_FILENAME is the root followed by the script's path");
+
+  // A FastCGI route serves the files that are not scripts itself, with the static options; only
+  // a directory listing and alias make no sense for it.
+  std::optional<std::string_view> static_key(std::string_view key) const override {
+    if (key == "directory_listing") {
+      return std::string_view(
+          "a directory is answered by its index script (index = [\"index.php\"]) or by "
+          "try_files");
+    }
+    if (key == "alias") {
+      return std::string_view(
+          "set root: SCRIPT_FILENAME is the root followed by the script's path");
+    }
+    return std::nullopt;
   }
-  return std::nullopt;
-}
+
+  void read(config::RouteContext& context, const toml::table& table, const toml::node& selector,
+            config::Route* route) const override {
+    read_route(context, table, selector, route);
+  }
+
+  std::string describe(const config::Route& route) const override {
+    return route.options_as<FastcgiOptions>()->upstream;
+  }
+
+  handlers::Runtime make(const handlers::BuildContext& context, std::string* error) const override {
+    const FastcgiOptions& options = *context.route.options_as<FastcgiOptions>();
+    upstream::GroupRuntime* group = context.group(options.upstream, error);
+    if (group == nullptr) return {};
+    auto gateway = std::make_shared<FastcgiHandler>(context.route, context.site, *group,
+                                                    context.mime, context.env);
+    if (!gateway->ok()) {
+      *error = context.position() + ": cannot open root " + options.root;
+      return {};
+    }
+    return {nullptr, std::move(gateway)};
+  }
+};
 
 }  // namespace
 
-const config::RouteHandlerReader& route_reader() {
-  static const config::RouteHandlerReader reader{
-      .kind = config::HandlerKind::kFastcgi,
-      .name = "fastcgi",
-      .keys = &kKeys,
-      .value_form = "\"GROUP or ADDRESS\"",
-      .example = "e.g. fastcgi = \"unix:/run/php/php8.2-fpm.sock\"",
-      .handler_key_selects = false,
-      .foreign_hint =
-          "add fastcgi = \"GROUP or ADDRESS\" to send the route to a FastCGI back end "
-          "such as php-fpm",
-      .static_key = static_key,
-      .read = read_route,
-  };
-  return reader;
+const handlers::HandlerType& handler_type() {
+  static const FastcgiType type;
+  return type;
 }
 
 }  // namespace peregrine::fastcgi

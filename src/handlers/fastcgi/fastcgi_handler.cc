@@ -687,7 +687,11 @@ void FastcgiExchange::on_end() {
 FastcgiHandler::FastcgiHandler(const config::Route& route, const config::Site& site,
                                upstream::GroupRuntime& group, const static_files::MimeTable& mime,
                                const handlers::WorkerEnv& env)
-    : route_(route), options_(route.fastcgi), site_(site), group_(group), env_(env) {
+    : route_(route),
+      options_(*route.options_as<FastcgiOptions>()),
+      site_(site),
+      group_(group),
+      env_(env) {
   root_ = options_.root.empty() ? site.static_files.root : options_.root;
   while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
   root_fd_ = ::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);

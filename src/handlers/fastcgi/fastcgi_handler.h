@@ -12,11 +12,11 @@
 #include <unordered_map>
 
 #include "config/config.h"
+#include "handlers/fastcgi/options.h"
 #include "handlers/fastcgi/protocol.h"
 #include "handlers/static/static_handler.h"
 #include "handlers/stream_handler.h"
 #include "peregrine/handler.h"
-#include "server/route_table.h"
 #include "upstream/group_runtime.h"
 
 namespace peregrine::fastcgi {
@@ -60,7 +60,7 @@ class FastcgiHandler final : public handlers::StreamHandler {
   bool try_index(std::string_view dir_uri, Target& target);
 
   const config::Route& route_;
-  const config::FastcgiOptions& options_;
+  const FastcgiOptions& options_;
   const config::Site& site_;
   upstream::GroupRuntime& group_;
   handlers::WorkerEnv env_;

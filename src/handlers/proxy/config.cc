@@ -4,15 +4,18 @@
 #include <string>
 
 #include "config/header_rules.h"
+#include "config/reader.h"
 #include "config/upstream_address.h"
 #include "config/validate.h"
+#include "handlers/proxy/options.h"
+#include "handlers/proxy/proxy_handler.h"
 #include "upstream/config.h"
+#include "upstream/group_runtime.h"
 
 namespace peregrine::proxy {
 
 namespace {
 
-using config::ProxyOptions;
 using config::Reader;
 
 const std::vector<std::string_view> kKeys = {"proxy",
@@ -36,6 +39,16 @@ const std::vector<std::string_view> kKeys = {"proxy",
 
 constexpr uint64_t kMaxResponseBuffer = uint64_t{64} << 20;
 
+const config::UpstreamUse kUpstreamUse{
+    .protocol = "proxy",
+    .display_name = "HTTP",
+    .tls_by_scheme = true,
+    .health_check = true,
+    .address_hint =
+        "; or write an address: \"http://127.0.0.1:8080\", \"http://unix:/run/app.sock:\"",
+    .adapt = nullptr,
+};
+
 // The host part of an upstream address ("127.0.0.1:8443" -> "127.0.0.1", "[::1]:443" -> "::1"):
 // what an implicit https group verifies in the certificate by default.
 std::string host_of(std::string_view address) {
@@ -49,7 +62,9 @@ std::string host_of(std::string_view address) {
 void read_route(config::RouteContext& context, const toml::table& table, const toml::node& target,
                 config::Route* route) {
   Reader& reader = context.reader;
-  ProxyOptions& options = route->proxy;
+  auto read = std::make_shared<ProxyOptions>();
+  route->options = read;
+  ProxyOptions& options = *read;
   const bool prefix_route = route->match == config::MatchKind::kPrefix;
   // An exact route's whole path is its "prefix": a path in the URL replaces it, which is how
   // nginx's internal `rewrite ^/$ /index.html` is written here (exact = "/").
@@ -84,8 +99,8 @@ void read_route(config::RouteContext& context, const toml::table& table, const t
         upstream::read_tls_keys(reader, table, "site.route", host_of(address), &tls);
       }
       if (url.tls) options.scheme = "https";
-      options.upstream = context.groups.resolve(reader, target, config::HandlerKind::kProxy,
-                                                url.name, address, &tls);
+      options.upstream =
+          context.groups.resolve(reader, target, kUpstreamUse, url.name, address, &tls);
       if (!url.path.empty()) {
         if (replaceable) {
           options.path = url.path;
@@ -113,11 +128,11 @@ void read_route(config::RouteContext& context, const toml::table& table, const t
     std::string host;
     if (reader.read_string(*node, "site.route.proxy_host", &host, false)) {
       if (host == "pass") {
-        options.host_mode = config::ProxyHostMode::kPass;
+        options.host_mode = ProxyHostMode::kPass;
       } else if (host == "upstream") {
-        options.host_mode = config::ProxyHostMode::kUpstream;
+        options.host_mode = ProxyHostMode::kUpstream;
       } else if (config::detail::valid_host_header(host)) {
-        options.host_mode = config::ProxyHostMode::kFixed;
+        options.host_mode = ProxyHostMode::kFixed;
         options.fixed_host = host;
       } else {
         reader.error(node->source(), "invalid proxy_host \"" + host + "\"",
@@ -172,32 +187,52 @@ void read_route(config::RouteContext& context, const toml::table& table, const t
   }
 }
 
-// The back end serves the content: no static option applies.
-std::optional<std::string_view> static_key(std::string_view key) {
-  if (key == "alias") {
-    return std::string_view(
-        "to replace the prefix on the way to the back end, give proxy a path: proxy = "
-        "\"http://app/new/\", or set strip_prefix = true");
+class ProxyType final : public handlers::HandlerType {
+ public:
+  ProxyType() {
+    name = "proxy";
+    keys = &kKeys;
+    value_form = "\"URL\"";
+    example = "e.g. proxy = \"http://127.0.0.1:8080\"";
+    foreign_hint = "add proxy = \"http://...\" to send the route to an HTTP back end";
+    upstream = &kUpstreamUse;
   }
-  return std::string_view(
-      "the back end serves the content; static options go on static (or application) routes");
-}
+
+  // The back end serves the content: no static option applies.
+  std::optional<std::string_view> static_key(std::string_view key) const override {
+    if (key == "alias") {
+      return std::string_view(
+          "to replace the prefix on the way to the back end, give proxy a path: proxy = "
+          "\"http://app/new/\", or set strip_prefix = true");
+    }
+    return std::string_view(
+        "the back end serves the content; static options go on static (or application) routes");
+  }
+
+  void read(config::RouteContext& context, const toml::table& table, const toml::node& selector,
+            config::Route* route) const override {
+    read_route(context, table, selector, route);
+  }
+
+  std::string describe(const config::Route& route) const override {
+    const ProxyOptions& options = *route.options_as<ProxyOptions>();
+    return options.scheme + "://" + options.upstream;
+  }
+
+  handlers::Runtime make(const handlers::BuildContext& context, std::string* error) const override {
+    const ProxyOptions& options = *context.route.options_as<ProxyOptions>();
+    upstream::GroupRuntime* group = context.group(options.upstream, error);
+    if (group == nullptr) return {};
+    return {nullptr, std::make_shared<ProxyHandler>(options, *group, context.env.poller,
+                                                    context.env.timers, context.env.clock)};
+  }
+};
 
 }  // namespace
 
-const config::RouteHandlerReader& route_reader() {
-  static const config::RouteHandlerReader reader{
-      .kind = config::HandlerKind::kProxy,
-      .name = "proxy",
-      .keys = &kKeys,
-      .value_form = "\"URL\"",
-      .example = "e.g. proxy = \"http://127.0.0.1:8080\"",
-      .handler_key_selects = false,
-      .foreign_hint = "add proxy = \"http://...\" to send the route to an HTTP back end",
-      .static_key = static_key,
-      .read = read_route,
-  };
-  return reader;
+const handlers::HandlerType& handler_type() {
+  static const ProxyType type;
+  return type;
 }
 
 }  // namespace peregrine::proxy

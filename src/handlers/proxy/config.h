@@ -1,12 +1,12 @@
-// The keys of a proxy route: proxy = "URL", strip_prefix, proxy_host, x_forwarded, forwarded,
-// request_headers, response_headers, rewrite_location, intercept_errors, proxy_buffer,
+// The proxy handler's registration: proxy = "URL", strip_prefix, proxy_host, x_forwarded,
+// forwarded, request_headers, response_headers, rewrite_location, intercept_errors, proxy_buffer,
 // proxy_temp_file_max, websocket, tunnel_timeout.
 #pragma once
 
-#include "config/registry.h"
+#include "handlers/handler_type.h"
 
 namespace peregrine::proxy {
 
-const config::RouteHandlerReader& route_reader();
+const handlers::HandlerType& handler_type();
 
 }  // namespace peregrine::proxy

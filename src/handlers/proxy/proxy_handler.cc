@@ -201,7 +201,7 @@ class ProxyExchange final : public upstream::UpstreamExchange,
 // Starting.
 
 bool ProxyExchange::begin() {
-  const config::ProxyOptions& options = handler_.options_;
+  const ProxyOptions& options = handler_.options_;
   client_ip_ = peer_address(request_.peer);
   tunnel_ = request_.upgrade && options.websocket;
   chunked_request_ = request_.chunked && !tunnel_;
@@ -241,7 +241,7 @@ upstream::PickContext ProxyExchange::pick_context() {
 }
 
 void ProxyExchange::build_request_head() {
-  const config::ProxyOptions& options = handler_.options_;
+  const ProxyOptions& options = handler_.options_;
   RequestContext context;
   context.client_ip = client_ip_;
   context.scheme = request_.secure ? "https" : "http";
@@ -857,19 +857,18 @@ void ProxyExchange::upstream_eof() {
 // ---------------------------------------------------------------------------------------------
 // The handler.
 
-ProxyHandler::ProxyHandler(const config::Route& route, const config::Site& site,
-                           upstream::GroupRuntime& group, event::Poller& poller,
-                           event::TimerSet& timers, const Clock& clock)
-    : options_(route.proxy), group_(group), poller_(poller), timers_(timers), clock_(clock) {
-  const config::ProxyOptions& o = options_;
+ProxyHandler::ProxyHandler(const ProxyOptions& options, upstream::GroupRuntime& group,
+                           event::Poller& poller, event::TimerSet& timers, const Clock& clock)
+    : options_(options), group_(group), poller_(poller), timers_(timers), clock_(clock) {
+  const ProxyOptions& o = options_;
   switch (o.host_mode) {
-    case config::ProxyHostMode::kPass:
+    case ProxyHostMode::kPass:
       request_options_.host_mode = HostMode::kPass;
       break;
-    case config::ProxyHostMode::kUpstream:
+    case ProxyHostMode::kUpstream:
       request_options_.host_mode = HostMode::kUpstream;
       break;
-    case config::ProxyHostMode::kFixed:
+    case ProxyHostMode::kFixed:
       request_options_.host_mode = HostMode::kFixed;
       request_options_.fixed_host = o.fixed_host;
       break;

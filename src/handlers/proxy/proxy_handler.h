@@ -26,6 +26,7 @@
 #include "event/poller.h"
 #include "event/timer_set.h"
 #include "handlers/proxy/headers.h"
+#include "handlers/proxy/options.h"
 #include "handlers/stream_handler.h"
 #include "peregrine/handler.h"
 #include "upstream/group_runtime.h"
@@ -36,15 +37,15 @@ class ProxyExchange;
 
 class ProxyHandler final : public handlers::StreamHandler {
  public:
-  ProxyHandler(const config::Route& route, const config::Site& site, upstream::GroupRuntime& group,
-               event::Poller& poller, event::TimerSet& timers, const Clock& clock);
+  ProxyHandler(const ProxyOptions& options, upstream::GroupRuntime& group, event::Poller& poller,
+               event::TimerSet& timers, const Clock& clock);
 
   handlers::Exchange* start(const Request& request, handlers::Downstream& downstream) override;
 
  private:
   friend class ProxyExchange;
 
-  const config::ProxyOptions& options_;
+  const ProxyOptions& options_;
   upstream::GroupRuntime& group_;
   event::Poller& poller_;
   event::TimerSet& timers_;

@@ -2,7 +2,10 @@
 
 #include <string>
 
+#include "config/reader.h"
 #include "config/validate.h"
+#include "handlers/return/options.h"
+#include "handlers/return/return_handler.h"
 
 namespace peregrine::return_route {
 
@@ -50,7 +53,9 @@ void check_location(Reader& reader, const toml::node& node, const std::string& l
 void read_route(config::RouteContext& context, const toml::table& table,
                 const toml::node& status_node, config::Route* route) {
   Reader& reader = context.reader;
-  config::ReturnOptions& options = route->return_options;
+  auto read = std::make_shared<ReturnOptions>();
+  route->options = read;
+  ReturnOptions& options = *read;
   int64_t status = 0;
   if (!reader.read_int(status_node, "site.route.return", 100, 599, &status)) return;
   options.status = static_cast<int>(status);
@@ -84,27 +89,53 @@ void read_route(config::RouteContext& context, const toml::table& table,
   }
 }
 
-// A return route answers by itself: no static option applies.
-std::optional<std::string_view> static_key(std::string_view key) {
-  if (key == "alias") return std::string_view();
-  return std::string_view("static options go on static (or application) routes");
-}
+class ReturnType final : public handlers::HandlerType {
+ public:
+  ReturnType() {
+    name = "return";
+    selection = Selection::kKeyOrHandler;
+    keys = &kKeys;
+    value_form = "STATUS";
+    example = "e.g. return = 200 and body = \"...\"";
+    foreign_hint = "add return = STATUS, e.g. return = 301 with location";
+    // A token outside these (a WebDAV method, say) gets 405 with this Allow.
+    default_methods = "GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH, TRACE";
+  }
+
+  // A return route answers by itself: no static option applies.
+  std::optional<std::string_view> static_key(std::string_view key) const override {
+    if (key == "alias") return std::string_view();
+    return std::string_view("static options go on static (or application) routes");
+  }
+
+  void read(config::RouteContext& context, const toml::table& table, const toml::node& selector,
+            config::Route* route) const override {
+    read_route(context, table, selector, route);
+  }
+
+  std::string describe(const config::Route& route) const override {
+    const ReturnOptions& options = *route.options_as<ReturnOptions>();
+    std::string target = std::to_string(options.status);
+    if (!options.location.empty()) target += " " + options.location;
+    return target;
+  }
+
+  std::optional<int> fixed_status(const config::Route& route) const override {
+    return route.options_as<ReturnOptions>()->status;
+  }
+
+  handlers::Runtime make(const handlers::BuildContext& context, std::string*) const override {
+    const config::Route& route = context.route;
+    return {std::make_shared<ReturnHandler>(*route.options_as<ReturnOptions>(), route.regex),
+            nullptr};
+  }
+};
 
 }  // namespace
 
-const config::RouteHandlerReader& route_reader() {
-  static const config::RouteHandlerReader reader{
-      .kind = config::HandlerKind::kReturn,
-      .name = "return",
-      .keys = &kKeys,
-      .value_form = "STATUS",
-      .example = "e.g. return = 200 and body = \"...\"",
-      .handler_key_selects = true,
-      .foreign_hint = "add return = STATUS, e.g. return = 301 with location",
-      .static_key = static_key,
-      .read = read_route,
-  };
-  return reader;
+const handlers::HandlerType& handler_type() {
+  static const ReturnType type;
+  return type;
 }
 
 }  // namespace peregrine::return_route

@@ -1,10 +1,10 @@
-// The keys of a `return` route: return = STATUS, location, body, content_type.
+// The return handler's registration: return = STATUS, location, body, content_type.
 #pragma once
 
-#include "config/registry.h"
+#include "handlers/handler_type.h"
 
 namespace peregrine::return_route {
 
-const config::RouteHandlerReader& route_reader();
+const handlers::HandlerType& handler_type();
 
 }  // namespace peregrine::return_route

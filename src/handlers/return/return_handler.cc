@@ -23,8 +23,7 @@ void append_uri_safe(std::string& out, std::string_view text) {
 
 }  // namespace
 
-ReturnHandler::ReturnHandler(const config::ReturnOptions& options,
-                             std::shared_ptr<const Regex> regex)
+ReturnHandler::ReturnHandler(const ReturnOptions& options, std::shared_ptr<const Regex> regex)
     : options_(options),
       regex_(std::move(regex)),
       location_has_variables_(options.location.find('$') != std::string::npos) {

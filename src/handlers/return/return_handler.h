@@ -7,13 +7,14 @@
 #include <string>
 
 #include "config/config.h"
+#include "handlers/return/options.h"
 #include "peregrine/handler.h"
 
 namespace peregrine::return_route {
 
 class ReturnHandler final : public Handler {
  public:
-  ReturnHandler(const config::ReturnOptions& options, std::shared_ptr<const Regex> regex);
+  ReturnHandler(const ReturnOptions& options, std::shared_ptr<const Regex> regex);
   void handle(const Request& request, Response& response) override;
 
   // Expands $1..$9 (from `captures`), $uri, $request_uri (the path and query as the client sent
@@ -24,7 +25,7 @@ class ReturnHandler final : public Handler {
                             std::string_view host = {});
 
  private:
-  config::ReturnOptions options_;
+  ReturnOptions options_;
   std::shared_ptr<const Regex> regex_;
   bool location_has_variables_;
   std::string content_type_line_;  // prebuilt "Content-Type: ...\r\n"

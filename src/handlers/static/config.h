@@ -1,31 +1,12 @@
-// The static file options (root, index, directory_listing, ...): keys of a [[site]], which its
-// routes inherit and may override, and `alias` on a prefix route.
+// The static file handler's registration: the route's handler when no other is selected (or with
+// handler = "static"). Its options are the route's static_files, common to every route
+// (config/static_options.h), so it owns no key of its own.
 #pragma once
 
-#include <toml++/toml.h>
-
-#include <string_view>
-#include <vector>
-
-#include "config/config.h"
-#include "config/reader.h"
-#include "config/registry.h"
+#include "handlers/handler_type.h"
 
 namespace peregrine::static_files {
 
-// Keys of a [[site]] and of a [[site.route]] (without `alias`, a route's only).
-const std::vector<std::string_view>& option_keys();
-
-// The static option `key` of `table`, when set, into *options. `prefix` makes the key's dotted
-// name for messages: "site." or "site.route.".
-void read_option(config::Reader& reader, const toml::table& table, std::string_view key,
-                 std::string_view prefix, config::StaticOptions* options);
-
-// A route's static options: the site's, overridden by the route's own keys, and `alias`.
-// `handler` is the route's handler reader (nullptr for static and application routes), which
-// says which of the keys apply to it; `match_key` is the route's match key ("prefix", ...).
-void read_route_options(config::RouteContext& context, const toml::table& table,
-                        const config::RouteHandlerReader* handler, std::string_view match_key,
-                        config::Route* route);
+const handlers::HandlerType& handler_type();
 
 }  // namespace peregrine::static_files

@@ -22,6 +22,7 @@
 
 #include "config/config.h"
 #include "core/log.h"
+#include "handlers/builtin.h"
 #include "server/access_log.h"
 #include "server/worker.h"
 
@@ -47,7 +48,7 @@ struct Fixture {
         "\"\naccess_log = \"off\"\n"
         "[[site.route]]\nexact = \"/r\"\nreturn = 302\nlocation = \"/file\"\n"
         "[[site.route]]\nprefix = \"/\"\n";
-    config::LoadResult loaded = config::load_string(text, "fuzz.toml");
+    config::LoadResult loaded = config::load_string(text, "fuzz.toml", handlers::builtin());
     if (!loaded.config) {
       for (const auto& e : loaded.errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
       std::abort();

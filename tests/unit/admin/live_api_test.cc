@@ -3,6 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "admin/log_tail.h"
+#include "handlers/fastcgi/config.h"
+#include "handlers/fastcgi/options.h"
+#include "handlers/proxy/config.h"
+#include "handlers/proxy/options.h"
+#include "handlers/return/config.h"
+#include "handlers/return/options.h"
 
 namespace peregrine::admin {
 namespace {
@@ -53,8 +59,10 @@ TEST(AdminLiveApi, DescribesRoutes) {
   config::Route r;
   r.match = config::MatchKind::kPrefix;
   r.pattern = "/app/";
-  r.handler = config::HandlerKind::kProxy;
-  r.proxy.upstream = "app";
+  auto proxy = std::make_shared<proxy::ProxyOptions>();
+  proxy->upstream = "app";
+  r.type = &proxy::handler_type();
+  r.options = proxy;
   RouteDescription d = describe_route(r);
   EXPECT_EQ(d.match, "prefix /app/");
   EXPECT_EQ(d.handler, "proxy");
@@ -62,9 +70,11 @@ TEST(AdminLiveApi, DescribesRoutes) {
 
   r.match = config::MatchKind::kExact;
   r.pattern = "/old";
-  r.handler = config::HandlerKind::kReturn;
-  r.return_options.status = 301;
-  r.return_options.location = "/new";
+  auto redirect = std::make_shared<return_route::ReturnOptions>();
+  redirect->status = 301;
+  redirect->location = "/new";
+  r.type = &return_route::handler_type();
+  r.options = redirect;
   d = describe_route(r);
   EXPECT_EQ(d.match, "exact /old");
   EXPECT_EQ(d.handler, "return");
@@ -72,8 +82,10 @@ TEST(AdminLiveApi, DescribesRoutes) {
 
   r.match = config::MatchKind::kExtension;
   r.pattern = "php";
-  r.handler = config::HandlerKind::kFastcgi;
-  r.fastcgi.upstream = "php";
+  auto fastcgi = std::make_shared<fastcgi::FastcgiOptions>();
+  fastcgi->upstream = "php";
+  r.type = &fastcgi::handler_type();
+  r.options = fastcgi;
   d = describe_route(r);
   EXPECT_EQ(d.match, "extension php");
   EXPECT_EQ(d.target, "php");

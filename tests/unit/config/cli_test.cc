@@ -13,6 +13,9 @@
 
 #include "config/listen_address.h"
 #include "config/units.h"
+#include "handlers/builtin.h"
+#include "handlers/fastcgi/options.h"
+#include "handlers/return/options.h"
 
 namespace peregrine::config {
 namespace {
@@ -48,14 +51,14 @@ class CliTest : public ::testing::Test {
   }
 
   std::shared_ptr<const Config> build_ok(const CommandLine& cli) {
-    LoadResult result = build_config(cli);
+    LoadResult result = build_config(cli, handlers::builtin());
     for (const ConfigError& e : result.errors) ADD_FAILURE() << e.to_string();
     EXPECT_NE(result.config, nullptr);
     return result.config;
   }
 
   std::vector<std::string> build_errors(const CommandLine& cli) {
-    LoadResult result = build_config(cli);
+    LoadResult result = build_config(cli, handlers::builtin());
     EXPECT_EQ(result.config, nullptr);
     std::vector<std::string> out;
     for (const ConfigError& e : result.errors) out.push_back(e.to_string());
@@ -214,12 +217,15 @@ TEST_F(CliTest, QuickModeWithoutWwwServesTheWelcomePage) {
   const Route& route = site.routes[0];
   EXPECT_EQ(route.match, MatchKind::kPrefix);
   EXPECT_EQ(route.pattern, "/");
-  EXPECT_EQ(route.handler, HandlerKind::kReturn);
-  EXPECT_EQ(route.return_options.status, 200);
-  EXPECT_EQ(route.return_options.content_type, "text/html; charset=utf-8");
-  EXPECT_NE(route.return_options.body.find("Peregrine is running"), std::string::npos);
-  EXPECT_NE(route.return_options.body.find("peregrine --root"), std::string::npos);
-  EXPECT_NE(route.return_options.body.find("-c "), std::string::npos);
+  EXPECT_EQ(route.type->name, "return");
+  EXPECT_EQ(route.options_as<return_route::ReturnOptions>()->status, 200);
+  EXPECT_EQ(route.options_as<return_route::ReturnOptions>()->content_type,
+            "text/html; charset=utf-8");
+  EXPECT_NE(route.options_as<return_route::ReturnOptions>()->body.find("Peregrine is running"),
+            std::string::npos);
+  EXPECT_NE(route.options_as<return_route::ReturnOptions>()->body.find("peregrine --root"),
+            std::string::npos);
+  EXPECT_NE(route.options_as<return_route::ReturnOptions>()->body.find("-c "), std::string::npos);
 }
 
 TEST_F(CliTest, QuickModeServesWwwWhenItExists) {
@@ -227,7 +233,7 @@ TEST_F(CliTest, QuickModeServesWwwWhenItExists) {
   auto config = build_ok(CommandLine{});
   ASSERT_NE(config, nullptr);
   const Route& route = config->sites[0].routes[0];
-  EXPECT_EQ(route.handler, HandlerKind::kStatic);
+  EXPECT_EQ(route.type->name, "static");
   EXPECT_EQ(route.static_files.root, path("www"));
   EXPECT_EQ(config->sites[0].static_files.root, path("www"));
 }
@@ -243,7 +249,7 @@ TEST_F(CliTest, QuickModeWithRoot) {
   cli.pid_file = "peregrine.pid";
   auto config = build_ok(cli);
   ASSERT_NE(config, nullptr);
-  EXPECT_EQ(config->sites[0].routes[0].handler, HandlerKind::kStatic);
+  EXPECT_EQ(config->sites[0].routes[0].type->name, "static");
   EXPECT_EQ(config->sites[0].routes[0].static_files.root, path("site/public"));
   ASSERT_EQ(config->listen.size(), 2u);
   EXPECT_EQ(format_endpoint(config->listen[1].addr), "[::1]:0");
@@ -438,7 +444,7 @@ TEST_F(CliTest, FastcgiIsACappedGroupSoItsConnectionsAreKept) {
   ASSERT_EQ(config->upstreams[0].servers.size(), 1u);
   EXPECT_EQ(config->upstreams[0].servers[0].max_conns, kQuickFastcgiDefaultConns);
   ASSERT_EQ(config->sites[0].routes.size(), 1u);
-  EXPECT_EQ(config->sites[0].routes[0].fastcgi.upstream, "php");
+  EXPECT_EQ(config->sites[0].routes[0].options_as<fastcgi::FastcgiOptions>()->upstream, "php");
 
   cli.fastcgi_conns = "12";
   config = build_ok(cli);

@@ -13,7 +13,24 @@
 #include <string_view>
 #include <vector>
 
+#include "config/cli.h"
 #include "config/config.h"
+#include "handlers/builtin.h"
+
+namespace peregrine::config {
+
+// The tests read with the handlers the server ships (handlers/builtin.h), unless they say.
+inline LoadResult load_string(std::string_view text, const std::string& source) {
+  return load_string(text, source, handlers::builtin());
+}
+inline LoadResult load_file(const std::string& path) {
+  return load_file(path, handlers::builtin());
+}
+inline LoadResult build_config(const CommandLine& cli) {
+  return build_config(cli, handlers::builtin());
+}
+
+}  // namespace peregrine::config
 
 namespace peregrine::config::test_support {
 

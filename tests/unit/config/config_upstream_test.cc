@@ -15,6 +15,8 @@
 #include "config/config.h"
 #include "config/listen_address.h"
 #include "config/upstream_address.h"
+#include "handlers/fastcgi/options.h"
+#include "handlers/proxy/options.h"
 #include "unit/config/config_test_support.h"
 
 namespace peregrine::config {
@@ -317,13 +319,15 @@ TEST_F(QuickModeTest, FastcgiServesRootThroughAFrontController) {
   const Route& route = site.routes[0];
   EXPECT_EQ(route.match, MatchKind::kPrefix);
   EXPECT_EQ(route.pattern, "/");
-  ASSERT_EQ(route.handler, HandlerKind::kFastcgi);
-  EXPECT_EQ(route.fastcgi.upstream, "php");  // a group with a cap (cli_test.cc)
-  EXPECT_EQ(route.fastcgi.root, dir_.path("site"));
-  EXPECT_EQ(route.fastcgi.try_files,
+  ASSERT_EQ(route.type->name, "fastcgi");
+  EXPECT_EQ(route.options_as<fastcgi::FastcgiOptions>()->upstream,
+            "php");  // a group with a cap (cli_test.cc)
+  EXPECT_EQ(route.options_as<fastcgi::FastcgiOptions>()->root, dir_.path("site"));
+  EXPECT_EQ(route.options_as<fastcgi::FastcgiOptions>()->try_files,
             (std::vector<std::string>{"$uri", "$uri/", "/index.php?$args"}));
-  EXPECT_EQ(route.fastcgi.index, (std::vector<std::string>{"index.php", "index.html"}));
-  ASSERT_NE(route.fastcgi.split_path, nullptr);
+  EXPECT_EQ(route.options_as<fastcgi::FastcgiOptions>()->index,
+            (std::vector<std::string>{"index.php", "index.html"}));
+  ASSERT_NE(route.options_as<fastcgi::FastcgiOptions>()->split_path, nullptr);
   EXPECT_EQ(route.static_files.root, dir_.path("site"));
   ASSERT_EQ(config->upstreams.size(), 1u);
   EXPECT_EQ(config->upstreams[0].servers[0].addr.ss_family, AF_UNIX);
@@ -352,10 +356,10 @@ TEST_F(QuickModeTest, OneProxyUrlProxiesEverything) {
   const auto& routes = config->sites[0].routes;
   ASSERT_EQ(routes.size(), 1u);
   EXPECT_EQ(routes[0].pattern, "/");
-  ASSERT_EQ(routes[0].handler, HandlerKind::kProxy);
-  EXPECT_EQ(routes[0].proxy.upstream, "127.0.0.1:8080");
-  EXPECT_EQ(routes[0].proxy.path_prefix, "/");
-  EXPECT_FALSE(routes[0].proxy.strip_prefix);
+  ASSERT_EQ(routes[0].type->name, "proxy");
+  EXPECT_EQ(routes[0].options_as<proxy::ProxyOptions>()->upstream, "127.0.0.1:8080");
+  EXPECT_EQ(routes[0].options_as<proxy::ProxyOptions>()->path_prefix, "/");
+  EXPECT_FALSE(routes[0].options_as<proxy::ProxyOptions>()->strip_prefix);
   ASSERT_EQ(config->upstreams.size(), 1u);
   EXPECT_EQ(config->upstreams[0].balance, Balance::kRoundRobin);
 }
@@ -374,7 +378,7 @@ TEST_F(QuickModeTest, SeveralProxyUrlsFormOneRoundRobinGroup) {
   EXPECT_EQ(g.servers[2].addr.ss_family, AF_UNIX);
   const auto& routes = config->sites[0].routes;
   ASSERT_EQ(routes.size(), 1u);
-  EXPECT_EQ(routes[0].proxy.upstream, "proxy");
+  EXPECT_EQ(routes[0].options_as<proxy::ProxyOptions>()->upstream, "proxy");
 }
 
 TEST_F(QuickModeTest, PrefixProxiesComeBeforeTheRoot) {
@@ -384,15 +388,16 @@ TEST_F(QuickModeTest, PrefixProxiesComeBeforeTheRoot) {
   const auto& routes = config->sites[0].routes;
   ASSERT_EQ(routes.size(), 3u);
   EXPECT_EQ(routes[0].pattern, "/api/");
-  ASSERT_EQ(routes[0].handler, HandlerKind::kProxy);
-  EXPECT_EQ(routes[0].proxy.upstream, "127.0.0.1:8080");
-  EXPECT_EQ(routes[0].proxy.path_prefix, "/api/");
-  EXPECT_TRUE(routes[0].proxy.strip_prefix);
+  ASSERT_EQ(routes[0].type->name, "proxy");
+  EXPECT_EQ(routes[0].options_as<proxy::ProxyOptions>()->upstream, "127.0.0.1:8080");
+  EXPECT_EQ(routes[0].options_as<proxy::ProxyOptions>()->path_prefix, "/api/");
+  EXPECT_TRUE(routes[0].options_as<proxy::ProxyOptions>()->strip_prefix);
   EXPECT_EQ(routes[1].pattern, "/v2/");
-  EXPECT_EQ(routes[1].proxy.path, "/new/");  // the URL's path replaces the prefix
-  EXPECT_FALSE(routes[1].proxy.strip_prefix);
+  EXPECT_EQ(routes[1].options_as<proxy::ProxyOptions>()->path,
+            "/new/");  // the URL's path replaces the prefix
+  EXPECT_FALSE(routes[1].options_as<proxy::ProxyOptions>()->strip_prefix);
   EXPECT_EQ(routes[2].pattern, "/");
-  EXPECT_EQ(routes[2].handler, HandlerKind::kStatic);
+  EXPECT_EQ(routes[2].type->name, "static");
   EXPECT_EQ(routes[2].static_files.root, dir_.path("site"));
 }
 
@@ -402,8 +407,8 @@ TEST_F(QuickModeTest, PrefixProxyBesideFastcgi) {
   ASSERT_NE(config, nullptr);
   const auto& routes = config->sites[0].routes;
   ASSERT_EQ(routes.size(), 2u);
-  EXPECT_EQ(routes[0].handler, HandlerKind::kProxy);
-  EXPECT_EQ(routes[1].handler, HandlerKind::kFastcgi);
+  EXPECT_EQ(routes[0].type->name, "proxy");
+  EXPECT_EQ(routes[1].type->name, "fastcgi");
   EXPECT_EQ(config->upstreams.size(), 2u);
 }
 

@@ -64,7 +64,7 @@ root = "www"
   const Route& route = site.routes[0];
   EXPECT_EQ(route.match, MatchKind::kPrefix);
   EXPECT_EQ(route.pattern, "/");
-  EXPECT_EQ(route.handler, HandlerKind::kStatic);
+  EXPECT_EQ(route.type->name, "static");
   EXPECT_EQ(route.static_files.root, www());
   EXPECT_EQ(route.static_files.index, std::vector<std::string>{"index.html"});
   EXPECT_FALSE(route.static_files.directory_listing);
@@ -120,10 +120,10 @@ body = "hi"
   ASSERT_NE(config, nullptr);
   const Site& site = config->sites[0];
   ASSERT_EQ(site.routes.size(), 2u);
-  EXPECT_EQ(site.routes[0].handler, HandlerKind::kReturn);
+  EXPECT_EQ(site.routes[0].type->name, "return");
   EXPECT_EQ(site.routes[1].match, MatchKind::kPrefix);
   EXPECT_EQ(site.routes[1].pattern, "/");
-  EXPECT_EQ(site.routes[1].handler, HandlerKind::kStatic);
+  EXPECT_EQ(site.routes[1].type->name, "static");
   EXPECT_EQ(site.routes[1].static_files.root, www());
 }
 

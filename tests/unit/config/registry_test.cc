@@ -1,5 +1,6 @@
-// The registry of route handler readers: a key belongs to one handler, and the catalog used for
-// "unknown key" hints knows every key a reader reads.
+// The handlers a load knows (config/handler_type.h, the built-in set of handlers/builtin.h): a key
+// belongs to one handler, and the catalog used for "unknown key" hints knows every key a reader
+// reads.
 #include "config/registry.h"
 
 #include <gtest/gtest.h>
@@ -8,41 +9,58 @@
 #include <set>
 #include <string>
 
+#include "config/handler_type.h"
+#include "config/reader.h"
+#include "handlers/builtin.h"
+
 namespace peregrine::config {
 namespace {
 
+// The handlers a route selects with a key of its own (return, fastcgi, proxy, ajp).
+std::vector<const HandlerType*> keyed() {
+  std::vector<const HandlerType*> out;
+  for (const HandlerType* type : handlers::builtin().types()) {
+    if (type->selection == HandlerType::Selection::kKey ||
+        type->selection == HandlerType::Selection::kKeyOrHandler)
+      out.push_back(type);
+  }
+  return out;
+}
+
 TEST(Registry, EveryHandlerKeyIsARouteKeyOwnedOnce) {
+  const HandlerSet& set = handlers::builtin();
   std::set<std::string_view> seen;
-  for (const RouteHandlerReader& handler : route_handlers()) {
-    ASSERT_NE(handler.keys, nullptr);
-    ASSERT_FALSE(handler.keys->empty());
-    EXPECT_EQ(handler.keys->front(), handler.name) << "the selecting key comes first";
-    EXPECT_NE(handler.read, nullptr);
-    EXPECT_NE(handler.static_key, nullptr);
-    for (std::string_view key : *handler.keys) {
+  ASSERT_GE(keyed().size(), 4u);
+  for (const HandlerType* handler : keyed()) {
+    ASSERT_NE(handler->keys, nullptr);
+    ASSERT_FALSE(handler->keys->empty());
+    EXPECT_EQ(handler->keys->front(), handler->name) << "the selecting key comes first";
+    for (std::string_view key : *handler->keys) {
       EXPECT_TRUE(seen.insert(key).second) << key << " belongs to two handlers";
-      EXPECT_TRUE(contains(route_keys(), key)) << key;
+      EXPECT_TRUE(contains(set.route_keys(), key)) << key;
     }
   }
-  std::set<std::string_view> unique(route_keys().begin(), route_keys().end());
-  EXPECT_EQ(unique.size(), route_keys().size()) << "a route key is listed twice";
+  std::set<std::string_view> unique(set.route_keys().begin(), set.route_keys().end());
+  EXPECT_EQ(unique.size(), set.route_keys().size()) << "a route key is listed twice";
 }
 
 TEST(Registry, ReturnComesFirstAndIsTheOnlyOneNamedByHandler) {
-  auto handlers = route_handlers();
+  auto handlers = keyed();
   ASSERT_GE(handlers.size(), 3u);
-  EXPECT_EQ(handlers[0].kind, HandlerKind::kReturn);
-  for (const RouteHandlerReader& handler : handlers) {
-    EXPECT_EQ(handler.handler_key_selects, handler.kind == HandlerKind::kReturn) << handler.name;
+  EXPECT_EQ(handlers[0]->name, "return");
+  for (const HandlerType* handler : handlers) {
+    EXPECT_EQ(handler->selection == HandlerType::Selection::kKeyOrHandler,
+              handler->name == "return")
+        << handler->name;
   }
 }
 
 TEST(Registry, StaticOptionsApplyToFastcgiRoutesOnly) {
-  for (const RouteHandlerReader& handler : route_handlers()) {
-    const bool fastcgi = handler.kind == HandlerKind::kFastcgi;
-    EXPECT_EQ(!handler.static_key("root").has_value(), fastcgi) << handler.name;
-    EXPECT_EQ(!handler.static_key("index").has_value(), fastcgi) << handler.name;
-    EXPECT_TRUE(handler.static_key("alias").has_value()) << handler.name;
+  for (const HandlerType* handler : keyed()) {
+    const bool fastcgi = handler->name == "fastcgi";
+    EXPECT_EQ(!handler->static_key("root").has_value(), fastcgi) << handler->name;
+    EXPECT_EQ(!handler->static_key("index").has_value(), fastcgi) << handler->name;
+    EXPECT_TRUE(handler->static_key("alias").has_value()) << handler->name;
   }
 }
 

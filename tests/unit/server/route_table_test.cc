@@ -14,6 +14,9 @@
 #include "core/clock.h"
 #include "event/poller.h"
 #include "event/timer_set.h"
+#include "handlers/application/config.h"
+#include "handlers/return/config.h"
+#include "handlers/return/options.h"
 #include "peregrine/request.h"
 
 namespace peregrine::server {
@@ -29,8 +32,8 @@ config::Route app_route(config::MatchKind match, std::string pattern,
   config::Route route;
   route.match = match;
   route.pattern = std::move(pattern);
-  route.handler = config::HandlerKind::kApplication;
-  route.handler_name = "app";
+  route.type = &application::handler_type();
+  route.options = application::options_for("app");
   route.methods = std::move(methods);
   return route;
 }
@@ -213,7 +216,8 @@ TEST_F(RouteTableSelect, UnknownMethodOnAReturnRouteIs405UnlessListed) {
   config::Route listed;
   listed.match = config::MatchKind::kPrefix;
   listed.pattern = "/dav/";
-  listed.handler = config::HandlerKind::kReturn;
+  listed.type = &return_route::handler_type();
+  listed.options = std::make_shared<return_route::ReturnOptions>();
   listed.methods = {"PROPFIND"};
   config::Route plain = listed;
   plain.pattern = "/";
@@ -312,7 +316,7 @@ TEST_F(RouteTableSelect, RegisteredNamesBuildSyncOrAsyncRoutes) {
   config::Site only = site({"x"});
   only.routes.push_back(app_route(config::MatchKind::kPrefix, "/sync/"));
   only.routes.push_back(app_route(config::MatchKind::kPrefix, "/"));
-  only.routes.back().handler_name = "events";
+  only.routes.back().options = application::options_for("events");
   cfg->sites = {only};
   std::string error;
   table_ = RouteTable::build(cfg, env_, registry_, log_writer_, &error);
@@ -327,7 +331,7 @@ TEST_F(RouteTableSelect, RegisteredNamesBuildSyncOrAsyncRoutes) {
   EXPECT_TRUE(s.route->stream);
 
   for (const char* name : {"null", "unknown"}) {
-    cfg->sites[0].routes.back().handler_name = name;
+    cfg->sites[0].routes.back().options = application::options_for(name);
     error.clear();
     EXPECT_FALSE(RouteTable::build(cfg, env_, registry_, log_writer_, &error));
     EXPECT_NE(error.find(std::string("no handler named '") + name + "' is registered"),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/listen_address.h"
+#include "handlers/fastcgi/options.h"
 #include "unit/config/config_test_support.h"
 #include "upstream/config.h"
 
@@ -377,10 +378,14 @@ fastcgi = "127.0.0.1:9000"
   ASSERT_EQ(config->upstreams.size(), 2u);
   EXPECT_EQ(config->upstreams[0].name, "127.0.0.1:9000");
   EXPECT_EQ(config->upstreams[1].name, "127.0.0.1:9001");
-  EXPECT_EQ(config->sites[0].routes[0].fastcgi.upstream, "127.0.0.1:9000");
-  EXPECT_EQ(config->sites[0].routes[1].fastcgi.upstream, "127.0.0.1:9000");
-  EXPECT_EQ(config->sites[0].routes[2].fastcgi.upstream, "127.0.0.1:9001");
-  EXPECT_EQ(config->sites[1].routes[0].fastcgi.upstream, "127.0.0.1:9000");
+  EXPECT_EQ(config->sites[0].routes[0].options_as<fastcgi::FastcgiOptions>()->upstream,
+            "127.0.0.1:9000");
+  EXPECT_EQ(config->sites[0].routes[1].options_as<fastcgi::FastcgiOptions>()->upstream,
+            "127.0.0.1:9000");
+  EXPECT_EQ(config->sites[0].routes[2].options_as<fastcgi::FastcgiOptions>()->upstream,
+            "127.0.0.1:9001");
+  EXPECT_EQ(config->sites[1].routes[0].options_as<fastcgi::FastcgiOptions>()->upstream,
+            "127.0.0.1:9000");
 }
 
 // A php-fpm child stays with a kept connection: a group fastcgi routes use closes idle ones

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "handlers/proxy/options.h"
 #include "unit/config/config_test_support.h"
 #include "unit/tls/client_test_pki.h"
 
@@ -46,8 +47,9 @@ proxy = "http://127.0.0.1:8443"
   EXPECT_TRUE(a->tls.verify);
   EXPECT_EQ(a->tls.ca_file, "");  // the system store
   EXPECT_EQ(a->tls.server_name, "127.0.0.1");
-  EXPECT_EQ(config->sites[0].routes[0].proxy.upstream, "https://127.0.0.1:8443");
-  EXPECT_EQ(config->sites[0].routes[0].proxy.scheme, "https");
+  EXPECT_EQ(config->sites[0].routes[0].options_as<proxy::ProxyOptions>()->upstream,
+            "https://127.0.0.1:8443");
+  EXPECT_EQ(config->sites[0].routes[0].options_as<proxy::ProxyOptions>()->scheme, "https");
   const UpstreamGroup* b = group(*config, "https://127.0.0.1:443");
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->servers[0].address, "localhost:443");

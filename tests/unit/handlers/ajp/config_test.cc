@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "handlers/ajp/ajp_handler.h"
+#include "handlers/ajp/options.h"
 #include "unit/config/config_test_support.h"
 
 namespace peregrine::ajp {
@@ -27,12 +28,12 @@ ajp_secret = "s3cret"
 )");
   ASSERT_NE(config, nullptr);
   const Route& route = config->sites[0].routes[0];
-  EXPECT_EQ(route.handler, HandlerKind::kAjp);
-  EXPECT_EQ(route.ajp.upstream, "127.0.0.1:8009");
-  EXPECT_EQ(route.ajp.secret, "s3cret");
-  EXPECT_EQ(route.ajp.packet_size, 8192u);
-  EXPECT_EQ(route.ajp.buffer_bytes, 64u * 1024);
-  EXPECT_EQ(route.ajp.cping_after.count(), 5000);
+  EXPECT_EQ(route.type->name, "ajp");
+  EXPECT_EQ(route.options_as<ajp::AjpOptions>()->upstream, "127.0.0.1:8009");
+  EXPECT_EQ(route.options_as<ajp::AjpOptions>()->secret, "s3cret");
+  EXPECT_EQ(route.options_as<ajp::AjpOptions>()->packet_size, 8192u);
+  EXPECT_EQ(route.options_as<ajp::AjpOptions>()->buffer_bytes, 64u * 1024);
+  EXPECT_EQ(route.options_as<ajp::AjpOptions>()->cping_after.count(), 5000);
   ASSERT_NE(group(*config, "127.0.0.1:8009"), nullptr);
 }
 
@@ -57,7 +58,7 @@ ajp_buffer = "1m"
 ajp_cping_after = "10s"
 )");
   ASSERT_NE(config, nullptr);
-  const AjpOptions& a = config->sites[0].routes[0].ajp;
+  const ajp::AjpOptions& a = *config->sites[0].routes[0].options_as<ajp::AjpOptions>();
   EXPECT_EQ(a.upstream, "tomcats");
   EXPECT_EQ(a.secret, "from-a-file");
   EXPECT_EQ(a.packet_size, 65536u);
@@ -86,7 +87,7 @@ ajp = "ajp://127.0.0.1:8009"
 ajp_secret_required = false
 )");
   ASSERT_NE(config, nullptr);
-  EXPECT_EQ(config->sites[0].routes[0].ajp.secret, "");
+  EXPECT_EQ(config->sites[0].routes[0].options_as<ajp::AjpOptions>()->secret, "");
 }
 
 TEST_F(AjpConfigTest, Errors) {

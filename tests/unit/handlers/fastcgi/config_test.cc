@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/upstream_address.h"
+#include "handlers/fastcgi/options.h"
 #include "unit/config/config_test_support.h"
 
 namespace peregrine::fastcgi {
@@ -27,8 +28,8 @@ fastcgi = "unix:/run/php/php8.2-fpm.sock"
 )");
   ASSERT_NE(config, nullptr);
   const Route& route = config->sites[0].routes[0];
-  EXPECT_EQ(route.handler, HandlerKind::kFastcgi);
-  const FastcgiOptions& f = route.fastcgi;
+  EXPECT_EQ(route.type->name, "fastcgi");
+  const fastcgi::FastcgiOptions& f = *route.options_as<fastcgi::FastcgiOptions>();
   EXPECT_EQ(f.upstream, "unix:/run/php/php8.2-fpm.sock");
   EXPECT_EQ(f.root, www());                                   // the site's root
   EXPECT_EQ(f.index, std::vector<std::string>{"index.php"});  // not the site's index.html
@@ -56,7 +57,7 @@ fastcgi = "unix:/run/php/php8.2-fpm.sock"
   EXPECT_EQ(g.pos.column, 11u);
   // The site's root still serves everything else.
   ASSERT_EQ(config->sites[0].routes.size(), 2u);
-  EXPECT_EQ(config->sites[0].routes[1].handler, HandlerKind::kStatic);
+  EXPECT_EQ(config->sites[0].routes[1].type->name, "static");
 }
 
 TEST_F(FastcgiConfigTest, FastcgiEveryKeyLoads) {
@@ -80,8 +81,8 @@ etag = false
 )");
   ASSERT_NE(config, nullptr);
   const Route& route = config->sites[0].routes[0];
-  ASSERT_EQ(route.handler, HandlerKind::kFastcgi);
-  const FastcgiOptions& f = route.fastcgi;
+  ASSERT_EQ(route.type->name, "fastcgi");
+  const fastcgi::FastcgiOptions& f = *route.options_as<fastcgi::FastcgiOptions>();
   EXPECT_EQ(f.upstream, "php");
   EXPECT_EQ(f.root, dir_.path("wp"));
   EXPECT_EQ(f.index, (std::vector<std::string>{"index.php", "index.html"}));
@@ -167,7 +168,7 @@ fastcgi = "127.0.0.1:9000"
 try_files = ["$uri", "=404"]
 )");
   ASSERT_NE(config, nullptr);
-  EXPECT_EQ(config->sites[0].routes[0].fastcgi.try_files,
+  EXPECT_EQ(config->sites[0].routes[0].options_as<fastcgi::FastcgiOptions>()->try_files,
             (std::vector<std::string>{"$uri", "=404"}));
 }
 

@@ -22,6 +22,7 @@
 #include "event/deferred.h"
 #include "event/poller.h"
 #include "event/timer_set.h"
+#include "handlers/fastcgi/config.h"
 #include "handlers/fastcgi/fastcgi_handler.h"
 #include "handlers/static/mime.h"
 #include "peregrine/request.h"
@@ -65,8 +66,9 @@ class FastcgiResolveTest : public ::testing::Test {
     runtime_ = std::make_unique<upstream::GroupRuntime>(group_, *poller_, timers_, clock_, 1);
 
     site_.static_files.root = root_;
-    route_.handler = config::HandlerKind::kFastcgi;
-    route_.fastcgi.upstream = "php";
+    route_.type = &fastcgi::handler_type();
+    route_.options = fastcgi_;
+    fastcgi_->upstream = "php";
 
     // The document root:
     //   index.php  info.php  style.css  fallback.html
@@ -134,8 +136,8 @@ class FastcgiResolveTest : public ::testing::Test {
   void set_split(const char* pattern) {
     std::string error;
     size_t offset = 0;
-    route_.fastcgi.split_path = Regex::compile(pattern, &error, &offset);
-    ASSERT_NE(route_.fastcgi.split_path, nullptr) << error;
+    fastcgi_->split_path = Regex::compile(pattern, &error, &offset);
+    ASSERT_NE(fastcgi_->split_path, nullptr) << error;
   }
 
   std::string root_;
@@ -146,6 +148,7 @@ class FastcgiResolveTest : public ::testing::Test {
   config::UpstreamGroup group_;
   std::unique_ptr<upstream::GroupRuntime> runtime_;
   config::Site site_;
+  std::shared_ptr<FastcgiOptions> fastcgi_ = std::make_shared<FastcgiOptions>();
   config::Route route_;
   static_files::MimeTable mime_;
   std::unique_ptr<FastcgiHandler> handler_;
@@ -215,7 +218,7 @@ TEST_F(FastcgiResolveTest, MissingScriptIsNotFoundWhenChecked) {
 }
 
 TEST_F(FastcgiResolveTest, MissingScriptIsPassedOnWhenNotChecked) {
-  route_.fastcgi.check_script = false;
+  fastcgi_->check_script = false;
   Target t = resolve("/missing.php/info", "q");
   EXPECT_SCRIPT(t, "/missing.php", "/info");
   EXPECT_EQ(t.query, "q");
@@ -233,21 +236,21 @@ TEST_F(FastcgiResolveTest, DirectoryWithoutAnIndexIsNotFound) {
 }
 
 TEST_F(FastcgiResolveTest, IndexFilesAreTriedInOrderAndStaticOnesServedAsFiles) {
-  route_.fastcgi.index = {"index.php", "index.html"};
+  fastcgi_->index = {"index.php", "index.html"};
   EXPECT_SCRIPT(resolve("/blog/"), "/blog/index.php", "");
   EXPECT_STATIC(resolve("/shop/"), "/shop/");  // the static handler serves the directory index
 
   write("/both/index.html");
   write("/both/index.php");
   EXPECT_SCRIPT(resolve("/both/"), "/both/index.php", "");  // first listed wins
-  route_.fastcgi.index = {"index.html", "index.php"};
+  fastcgi_->index = {"index.html", "index.php"};
   handler_.reset();
   EXPECT_STATIC(resolve("/both/"), "/both/");
 }
 
 TEST_F(FastcgiResolveTest, FastcgiRootOverridesTheSiteRoot) {
   write("/php/only-here.php");
-  route_.fastcgi.root = root_ + "/php/";  // trailing slash is fine
+  fastcgi_->root = root_ + "/php/";  // trailing slash is fine
   EXPECT_SCRIPT(resolve("/only-here.php"), "/only-here.php", "");
   EXPECT_NOT_FOUND(resolve("/info.php"));  // exists under the site root, not under this one
 }
@@ -266,7 +269,7 @@ TEST_F(FastcgiResolveTest, StatResultsAreCachedForASecond) {
 
 class FastcgiResolveTryFilesTest : public FastcgiResolveTest {
  protected:
-  FastcgiResolveTryFilesTest() { route_.fastcgi.try_files = {"$uri", "$uri/", "/index.php?$args"}; }
+  FastcgiResolveTryFilesTest() { fastcgi_->try_files = {"$uri", "$uri/", "/index.php?$args"}; }
 };
 
 TEST_F(FastcgiResolveTryFilesTest, ExistingStaticFileIsServed) {
@@ -277,7 +280,7 @@ TEST_F(FastcgiResolveTryFilesTest, ExistingStaticFileIsServed) {
 }
 
 TEST_F(FastcgiResolveTryFilesTest, DirectoryGetsItsIndexThroughUriSlash) {
-  route_.fastcgi.index = {"index.php", "index.html"};
+  fastcgi_->index = {"index.php", "index.html"};
   EXPECT_SCRIPT(resolve("/blog"), "/blog/index.php", "");
   EXPECT_SCRIPT(resolve("/blog/"), "/blog/index.php", "");
   EXPECT_STATIC(resolve("/shop"), "/shop/");
@@ -300,41 +303,41 @@ TEST_F(FastcgiResolveTryFilesTest, FallbackRunsTheFrontControllerWithTheQueryRew
 }
 
 TEST_F(FastcgiResolveTryFilesTest, FallbackWithUriAndArgsBuildsANewQuery) {
-  route_.fastcgi.try_files = {"$uri", "/index.php?route=$uri&$args"};
+  fastcgi_->try_files = {"$uri", "/index.php?route=$uri&$args"};
   Target t = resolve("/blog/post/7", "draft=1");
   EXPECT_SCRIPT(t, "/index.php", "");
   EXPECT_EQ(t.query, "route=/blog/post/7&draft=1");
 }
 
 TEST_F(FastcgiResolveTryFilesTest, FallbackWithoutAQuestionMarkKeepsTheRequestQuery) {
-  route_.fastcgi.try_files = {"$uri", "/index.php"};
+  fastcgi_->try_files = {"$uri", "/index.php"};
   Target t = resolve("/pretty", "k=v");
   EXPECT_SCRIPT(t, "/index.php", "");
   EXPECT_EQ(t.query, "k=v");
 }
 
 TEST_F(FastcgiResolveTryFilesTest, FallbackWithPathInfo) {
-  route_.fastcgi.try_files = {"$uri", "/index.php$uri?$args"};
+  fastcgi_->try_files = {"$uri", "/index.php$uri?$args"};
   Target t = resolve("/a/b", "c=d");
   EXPECT_SCRIPT(t, "/index.php", "/a/b");
   EXPECT_EQ(t.query, "c=d");
 }
 
 TEST_F(FastcgiResolveTryFilesTest, FallbackToAMissingScriptIsNotFound) {
-  route_.fastcgi.try_files = {"$uri", "/front.php?$args"};
+  fastcgi_->try_files = {"$uri", "/front.php?$args"};
   EXPECT_NOT_FOUND(resolve("/pretty"));
-  route_.fastcgi.check_script = false;
+  fastcgi_->check_script = false;
   handler_.reset();
   EXPECT_SCRIPT(resolve("/pretty"), "/front.php", "");
 }
 
 TEST_F(FastcgiResolveTryFilesTest, FallbackToAStaticFile) {
-  route_.fastcgi.try_files = {"$uri", "/fallback.html"};
+  fastcgi_->try_files = {"$uri", "/fallback.html"};
   EXPECT_STATIC(resolve("/gone"), "/fallback.html");
 }
 
 TEST_F(FastcgiResolveTryFilesTest, Equals404Fallback) {
-  route_.fastcgi.try_files = {"$uri", "$uri/", "=404"};
+  fastcgi_->try_files = {"$uri", "$uri/", "=404"};
   EXPECT_NOT_FOUND(resolve("/nothing", "a=b"));
   EXPECT_NOT_FOUND(resolve("/docs"));
   EXPECT_STATIC(resolve("/style.css"), "/style.css");
@@ -356,7 +359,7 @@ TEST_F(FastcgiResolveTryFilesTest, ExistingScriptRunsWithItsPathInfo) {
 }
 
 TEST_F(FastcgiResolveTryFilesTest, ScriptFoundThroughACandidateRuns) {
-  route_.fastcgi.try_files = {"$uri.php", "=404"};
+  fastcgi_->try_files = {"$uri.php", "=404"};
   EXPECT_SCRIPT(resolve("/info"), "/info.php", "");
   EXPECT_NOT_FOUND(resolve("/nope"));
 }
@@ -398,15 +401,15 @@ TEST_F(FastcgiResolveTest, CustomSplitPathRegex) {
 
 TEST_F(FastcgiResolveTest, CustomSplitPathDecidesWhatIsAScriptUnderTryFiles) {
   set_split(R"(^(.+\.cgi)(/.*)?$)");
-  route_.fastcgi.try_files = {"$uri", "/app/run.cgi$uri?$args"};
-  route_.fastcgi.index = {"run.cgi", "index.html"};
+  fastcgi_->try_files = {"$uri", "/app/run.cgi$uri?$args"};
+  fastcgi_->index = {"run.cgi", "index.html"};
   // ".php" is no script name under this regex: an existing .php file is just a file.
   EXPECT_STATIC(resolve("/info.php"), "/info.php");
   EXPECT_NOT_FOUND(resolve("/app/gone.cgi"));
   Target t = resolve("/route/me", "k=v");
   EXPECT_SCRIPT(t, "/app/run.cgi", "/route/me");
   EXPECT_EQ(t.query, "k=v");
-  route_.fastcgi.try_files = {"$uri", "$uri/", "=404"};
+  fastcgi_->try_files = {"$uri", "$uri/", "=404"};
   handler_.reset();
   EXPECT_SCRIPT(resolve("/app"), "/app/run.cgi", "");  // an index that is a script
   EXPECT_STATIC(resolve("/shop"), "/shop/");
@@ -414,7 +417,7 @@ TEST_F(FastcgiResolveTest, CustomSplitPathDecidesWhatIsAScriptUnderTryFiles) {
 
 TEST_F(FastcgiResolveTest, CustomSplitPathWithAnEmptyScriptGroupDoesNotSplit) {
   set_split(R"(^(.*?\.cgi)?(/.*)$)");
-  route_.fastcgi.try_files = {"$uri", "=404"};
+  fastcgi_->try_files = {"$uri", "=404"};
   // The regex matches "/style.css" with an empty first group: not a script.
   EXPECT_STATIC(resolve("/style.css"), "/style.css");
   EXPECT_SCRIPT(resolve("/app/run.cgi/x"), "/app/run.cgi", "/x");

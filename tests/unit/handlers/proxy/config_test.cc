@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "handlers/proxy/options.h"
 #include "unit/config/config_test_support.h"
 
 namespace peregrine::proxy {
@@ -27,14 +28,14 @@ proxy = "http://app"
 )");
   ASSERT_NE(config, nullptr);
   const Route& route = config->sites[0].routes[0];
-  ASSERT_EQ(route.handler, HandlerKind::kProxy);
-  const ProxyOptions& p = route.proxy;
+  ASSERT_EQ(route.type->name, "proxy");
+  const proxy::ProxyOptions& p = *route.options_as<proxy::ProxyOptions>();
   EXPECT_EQ(p.upstream, "app");
   EXPECT_EQ(p.scheme, "http");
   EXPECT_EQ(p.path_prefix, "/api/");
   EXPECT_EQ(p.path, "");
   EXPECT_FALSE(p.strip_prefix);
-  EXPECT_EQ(p.host_mode, ProxyHostMode::kPass);
+  EXPECT_EQ(p.host_mode, proxy::ProxyHostMode::kPass);
   EXPECT_EQ(p.fixed_host, "");
   EXPECT_TRUE(p.x_forwarded_for && p.x_forwarded_proto && p.x_forwarded_host && p.x_real_ip);
   EXPECT_FALSE(p.forwarded);
@@ -84,11 +85,11 @@ proxy = "http://unix:/run/ws.sock:"
   ASSERT_NE(config, nullptr);
   const auto& routes = config->sites[0].routes;
   ASSERT_EQ(routes.size(), 5u);  // and the site's static catch-all
-  const ProxyOptions& p = routes[0].proxy;
+  const proxy::ProxyOptions& p = *routes[0].options_as<proxy::ProxyOptions>();
   EXPECT_EQ(p.upstream, "app");
   EXPECT_EQ(p.path_prefix, "/api/");
   EXPECT_EQ(p.path, "/v1/");
-  EXPECT_EQ(p.host_mode, ProxyHostMode::kUpstream);
+  EXPECT_EQ(p.host_mode, proxy::ProxyHostMode::kUpstream);
   EXPECT_FALSE(p.x_forwarded_for || p.x_forwarded_proto || p.x_forwarded_host || p.x_real_ip);
   EXPECT_TRUE(p.forwarded);
   using Pairs = std::vector<std::pair<std::string, std::string>>;
@@ -106,17 +107,21 @@ proxy = "http://unix:/run/ws.sock:"
   EXPECT_EQ(p.tunnel_idle_timeout, Millis(600'000));
   EXPECT_EQ(routes[0].methods, (std::vector<std::string>{"GET", "POST"}));
 
-  EXPECT_EQ(routes[1].proxy.upstream, "127.0.0.1:8081");
-  EXPECT_TRUE(routes[1].proxy.strip_prefix);
-  EXPECT_EQ(routes[1].proxy.path_prefix, "/other/");
-  EXPECT_EQ(routes[1].proxy.host_mode, ProxyHostMode::kFixed);
-  EXPECT_EQ(routes[1].proxy.fixed_host, "backend.internal:8081");
-  EXPECT_EQ(routes[2].proxy.upstream, "127.0.0.1:80");  // an IP without a port is port 80
-  EXPECT_EQ(routes[2].proxy.path_prefix, "/status");    // an exact route's path
-  EXPECT_EQ(routes[2].proxy.path, "/index.html");       // replaced by the URL's path
-  EXPECT_EQ(routes[3].proxy.path_prefix, "");           // a regex route has no prefix
-  EXPECT_EQ(routes[3].proxy.upstream, "unix:/run/ws.sock");
-  EXPECT_EQ(routes[4].handler, HandlerKind::kStatic);
+  EXPECT_EQ(routes[1].options_as<proxy::ProxyOptions>()->upstream, "127.0.0.1:8081");
+  EXPECT_TRUE(routes[1].options_as<proxy::ProxyOptions>()->strip_prefix);
+  EXPECT_EQ(routes[1].options_as<proxy::ProxyOptions>()->path_prefix, "/other/");
+  EXPECT_EQ(routes[1].options_as<proxy::ProxyOptions>()->host_mode, proxy::ProxyHostMode::kFixed);
+  EXPECT_EQ(routes[1].options_as<proxy::ProxyOptions>()->fixed_host, "backend.internal:8081");
+  EXPECT_EQ(routes[2].options_as<proxy::ProxyOptions>()->upstream,
+            "127.0.0.1:80");  // an IP without a port is port 80
+  EXPECT_EQ(routes[2].options_as<proxy::ProxyOptions>()->path_prefix,
+            "/status");  // an exact route's path
+  EXPECT_EQ(routes[2].options_as<proxy::ProxyOptions>()->path,
+            "/index.html");  // replaced by the URL's path
+  EXPECT_EQ(routes[3].options_as<proxy::ProxyOptions>()->path_prefix,
+            "");  // a regex route has no prefix
+  EXPECT_EQ(routes[3].options_as<proxy::ProxyOptions>()->upstream, "unix:/run/ws.sock");
+  EXPECT_EQ(routes[4].type->name, "static");
   ASSERT_EQ(config->upstreams.size(), 4u);
   EXPECT_EQ(config->upstreams[1].name, "127.0.0.1:8081");
   EXPECT_EQ(config->upstreams[2].name, "127.0.0.1:80");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "handlers/return/options.h"
 #include "unit/config/config_test_support.h"
 
 namespace peregrine::return_route {
@@ -26,11 +27,11 @@ body = "hello world"
 )");
   ASSERT_NE(config, nullptr);
   const Route& route = config->sites[0].routes[0];
-  EXPECT_EQ(route.handler, HandlerKind::kReturn);
-  EXPECT_EQ(route.return_options.status, 200);
-  EXPECT_EQ(route.return_options.body, "hello world");
-  EXPECT_EQ(route.return_options.content_type, "text/plain");
-  EXPECT_TRUE(route.return_options.location.empty());
+  EXPECT_EQ(route.type->name, "return");
+  EXPECT_EQ(route.options_as<return_route::ReturnOptions>()->status, 200);
+  EXPECT_EQ(route.options_as<return_route::ReturnOptions>()->body, "hello world");
+  EXPECT_EQ(route.options_as<return_route::ReturnOptions>()->content_type, "text/plain");
+  EXPECT_TRUE(route.options_as<return_route::ReturnOptions>()->location.empty());
 }
 
 TEST_F(ReturnConfigTest, RedirectsWithCaptures) {
@@ -56,9 +57,9 @@ location = "https://example.com$uri"
   const auto& routes = config->sites[0].routes;
   ASSERT_EQ(routes.size(), 3u);
   EXPECT_EQ(routes[0].match, MatchKind::kExact);
-  EXPECT_EQ(routes[0].handler, HandlerKind::kReturn);
-  EXPECT_EQ(routes[0].return_options.status, 301);
-  EXPECT_EQ(routes[0].return_options.location, "/index.html");
+  EXPECT_EQ(routes[0].type->name, "return");
+  EXPECT_EQ(routes[0].options_as<return_route::ReturnOptions>()->status, 301);
+  EXPECT_EQ(routes[0].options_as<return_route::ReturnOptions>()->location, "/index.html");
 
   EXPECT_EQ(routes[1].match, MatchKind::kRegex);
   ASSERT_NE(routes[1].regex, nullptr);
@@ -66,8 +67,9 @@ location = "https://example.com$uri"
   ASSERT_TRUE(routes[1].regex->match("/blog/42/hello-world", &captures));
   EXPECT_EQ(captures.group[1], "42");
   EXPECT_EQ(captures.group[2], "hello-world");
-  EXPECT_EQ(routes[1].return_options.location, "https://new.example.com/posts/$1/$2");
-  EXPECT_EQ(routes[2].return_options.status, 302);
+  EXPECT_EQ(routes[1].options_as<return_route::ReturnOptions>()->location,
+            "https://new.example.com/posts/$1/$2");
+  EXPECT_EQ(routes[2].options_as<return_route::ReturnOptions>()->status, 302);
 }
 
 TEST_F(ReturnConfigTest, LocationOnANonRedirectStatus) {
@@ -122,7 +124,8 @@ return = 301
 location = "https://$host$request_uri"
 )");
   ASSERT_NE(config, nullptr);
-  EXPECT_EQ(config->sites[0].routes[0].return_options.location, "https://$host$request_uri");
+  EXPECT_EQ(config->sites[0].routes[0].options_as<return_route::ReturnOptions>()->location,
+            "https://$host$request_uri");
 }
 
 TEST_F(ReturnConfigTest, ReturnStatusOutOfRange) {

@@ -10,7 +10,7 @@ std::string header_block(const Response& r) {
 }
 
 TEST(ReturnHandler, FixedBody) {
-  config::ReturnOptions options;
+  ReturnOptions options;
   options.status = 200;
   options.body = "hello world";
   ReturnHandler handler(options, nullptr);
@@ -24,7 +24,7 @@ TEST(ReturnHandler, FixedBody) {
 }
 
 TEST(ReturnHandler, RedirectWithCaptures) {
-  config::ReturnOptions options;
+  ReturnOptions options;
   options.status = 308;
   options.location = "/new/$1?from=$uri";
   std::string error;
@@ -65,7 +65,7 @@ namespace peregrine::return_route {
 namespace {
 
 TEST(ReturnHandler, HttpsRedirectWithHostAndRequestUri) {
-  config::ReturnOptions options;
+  ReturnOptions options;
   options.status = 301;
   options.location = "https://$host$request_uri";
   ReturnHandler handler(options, nullptr);
@@ -84,7 +84,7 @@ TEST(ReturnHandler, HttpsRedirectWithHostAndRequestUri) {
 }
 
 TEST(ReturnHandler, RequestUriKeepsAnEmptyQueryAndIgnoresAbsoluteForm) {
-  config::ReturnOptions options;
+  ReturnOptions options;
   options.status = 308;
   options.location = "https://$host$request_uri";
   ReturnHandler handler(options, nullptr);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "handlers/application/options.h"
 #include "unit/config/config_test_support.h"
 
 namespace peregrine::static_files {
@@ -67,13 +68,13 @@ handler = "php"
   EXPECT_EQ(routes[0].pattern, "\\.(png|jpe?g|gif)$");
   EXPECT_TRUE(routes[0].regex->match("/img/logo.jpeg"));
   EXPECT_FALSE(routes[0].regex->match("/img/logo.svg"));
-  EXPECT_EQ(routes[0].handler, HandlerKind::kStatic);
+  EXPECT_EQ(routes[0].type->name, "static");
   EXPECT_EQ(routes[0].static_files.cache_valid, Millis(600'000));
   EXPECT_EQ(routes[0].methods, (std::vector<std::string>{"GET", "HEAD"}));
   EXPECT_EQ(routes[1].match, MatchKind::kExtension);
   EXPECT_EQ(routes[1].pattern, "php");
-  EXPECT_EQ(routes[1].handler, HandlerKind::kApplication);
-  EXPECT_EQ(routes[1].handler_name, "php");
+  EXPECT_EQ(routes[1].type->name, "application");
+  EXPECT_EQ(routes[1].options_as<application::ApplicationOptions>()->name, "php");
   EXPECT_EQ(routes[1].static_files.root, www());  // application handlers see the root too
 }
 
