@@ -7,6 +7,8 @@ set -euo pipefail
 build_packages=(g++ cmake ninja-build pkg-config libtomlplusplus-dev libpcre2-dev liburing-dev libssl-dev
                 libgtest-dev libsystemd-dev libnghttp2-dev zlib1g-dev libbrotli-dev libzstd-dev
                 libcrypt-dev)
+# The ACME client's messages (src/acme/): JSON documents from and to the CA, header-only.
+build_packages+=(nlohmann-json3-dev)
 test_packages=(clang clang-format libclang-rt-14-dev python3 curl apache2-utils wrk nginx-light php8.2-fpm python3-websockets)
 bench_packages=(h2o lighttpd lighttpd-modules-lua lighttpd-mod-openssl libnginx-mod-http-echo)
 # TLS and HTTP/2 peers: openssl s_client, nghttp and h2load, frame-level tests, testssl.sh.
@@ -23,6 +25,8 @@ test_packages+=(python3-seccomp)
 test_packages+=(python3-prometheus-client chromium chromium-driver python3-selenium fonts-dejavu-core)
 # Apache with mod_jk and mod_proxy_ajp, AJP's comparison in bench/.
 bench_packages+=(apache2 libapache2-mod-jk)
+# An ACME test CA with real HTTP-01 and TLS-ALPN-01 validation (tests/integration/test_acme.py).
+test_packages+=(pebble)
 # Building and checking the Debian package (scripts/build-deb.sh, scripts/check-package.sh) and
 # the fresh-machine check (scripts/check-fresh-machine.sh).
 package_packages=(debhelper pandoc lintian debootstrap systemd fakeroot python3)
