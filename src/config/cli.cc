@@ -55,7 +55,8 @@ enum class Option {
   kCompress,
   kAjp,
   kAjpSecretFile,
-  kAdmin
+  kAdmin,
+  kRoute
 };
 
 struct OptionSpec {
@@ -89,6 +90,7 @@ constexpr OptionSpec kLongOptions[] = {
     {"ajp", Option::kAjp, true},
     {"ajp-secret-file", Option::kAjpSecretFile, true},
     {"admin", Option::kAdmin, true},
+    {"route", Option::kRoute, true},
 };
 
 const OptionSpec* find_long(std::string_view name) {
@@ -168,6 +170,9 @@ std::string apply(Option option, std::string_view shown, const std::string& valu
       break;
     case Option::kAjpSecretFile:
       cli->ajp_secret_file = value;
+      break;
+    case Option::kRoute:
+      cli->routes.push_back(value);
       break;
     case Option::kMaxBody:
       cli->max_body = value;
@@ -453,9 +458,25 @@ bool read_quick_route(std::string_view option, const toml::table& table, const S
   bool ok = read_route(context, table, route);
   for (ConfigError& e : reader.take_errors()) {
     if (!option.empty()) e.message = std::string(option) + ": " + e.message;
+    // A place inside the option's own text ("route = {...}" for --route) would only mislead.
+    e.pos.line = e.pos.column = 0;
     errors->push_back(std::move(e));
   }
   return ok;
+}
+
+// --route 'KEYS': the keys of one [[site.route]], as an inline table's inside.
+std::optional<toml::table> route_table(const std::string& keys, std::vector<ConfigError>* errors) {
+  try {
+    toml::table document = toml::parse("route = {" + keys + "}", std::string_view(kCommandLine));
+    if (toml::table* table = document["route"].as_table()) return std::move(*table);
+  } catch (const toml::parse_error& e) {
+    errors->push_back(
+        cli_error("--route '" + keys + "': TOML syntax error: " + std::string(e.description()),
+                  "write the keys of one [[site.route]] separated by commas, e.g. "
+                  "--route 'prefix = \"/hi/\", return = 200, body = \"hi\"'"));
+  }
+  return std::nullopt;
 }
 
 constexpr std::string_view kQuickFastcgiGroup = "php";  // implicit group names contain ':'
@@ -738,6 +759,9 @@ std::string usage() {
       --ajp-secret-file FILE|none
                            the AJP connector's secret (its secret="..."), needed with --ajp;
                            none: send no secret (secretRequired="false")
+      --route 'KEYS'       one route, written as the keys of a [[site.route]] in a file
+                           (--route 'prefix = "/old/", return = 301, location = "/new/"');
+                           repeatable, before the routes the other options make
       --fastcgi-conns N    at most N connections to --fastcgi ADDR, kept open between requests;
                            more requests wait for one (default: the pm.max_children of the
                            running php-fpm pool listening on ADDR, else 5)
@@ -796,6 +820,11 @@ LoadResult build_config(const CommandLine& cli, const HandlerSet& handlers) {
         result.errors.push_back(
             cli_error("--ajp and --ajp-secret-file cannot be combined with -c",
                       "add a route with ajp = \"ajp://...\" to a [[site]] of " + cli.config_file));
+      }
+      if (!cli.routes.empty()) {
+        result.errors.push_back(
+            cli_error("--route cannot be combined with -c",
+                      "add a [[site.route]] with those keys to a [[site]] of " + cli.config_file));
       }
       if (!cli.proxy.empty()) {
         result.errors.push_back(
@@ -919,6 +948,10 @@ LoadResult build_config(const CommandLine& cli, const HandlerSet& handlers) {
         site.routes.push_back(std::move(route));
       }
     };
+    for (const std::string& keys : cli.routes) {
+      if (std::optional<toml::table> table = route_table(keys, &result.errors))
+        add_route("--route", *table);
+    }
     for (const ProxyRoute& prefix_route : proxy.prefix_routes) {
       add_route("--proxy", proxy_table(prefix_route));
     }

@@ -35,6 +35,9 @@ struct CommandLine {
   std::string tls_key;             // --tls-key PEM
   bool tls_self_signed = false;    // --tls-self-signed: a certificate made in memory
   std::string admin;               // --admin ADDR: the admin API listener (quick mode)
+  // --route 'KEY = VALUE, ...' (repeatable): the keys of one [[site.route]], for any handler the
+  // program knows, read by the file's reader; before the routes the other options make.
+  std::vector<std::string> routes;
 };
 
 struct CommandLineResult {

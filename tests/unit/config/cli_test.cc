@@ -228,6 +228,42 @@ TEST_F(CliTest, QuickModeWithoutWwwServesTheWelcomePage) {
   EXPECT_NE(route.options_as<return_route::ReturnOptions>()->body.find("-c "), std::string::npos);
 }
 
+// --route: any handler's route, read by the file's reader, before the routes the other options
+// make (tests/unit/handlers/echo/ shows it with a handler only the tests know).
+TEST_F(CliTest, QuickModeRouteIsARouteTablesKeys) {
+  CommandLineResult r = parse({"--route", "prefix = \"/old/\", return = 301, location = \"/new/\"",
+                               "--route=exact = \"/ping\", return = 200, body = \"pong\""});
+  ASSERT_EQ(r.error, "");
+  ASSERT_EQ(r.cli.routes.size(), 2u);
+  auto config = build_ok(r.cli);
+  ASSERT_NE(config, nullptr);
+  const std::vector<Route>& routes = config->sites[0].routes;
+  ASSERT_EQ(routes.size(), 3u);  // and the welcome page, last
+  EXPECT_EQ(routes[0].type->name, "return");
+  EXPECT_EQ(routes[0].options_as<return_route::ReturnOptions>()->location, "/new/");
+  EXPECT_EQ(routes[1].match, MatchKind::kExact);
+  EXPECT_EQ(routes[1].options_as<return_route::ReturnOptions>()->body, "pong");
+
+  CommandLine bad;
+  bad.routes = {"prefix = \"/a/\", return = 301", "prefix = /a/"};
+  std::vector<std::string> errors = build_errors(bad);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[1].find("<command line>: error: --route 'prefix = /a/': TOML syntax error: "),
+            0u)
+      << errors[1];
+  EXPECT_EQ(errors[0],
+            "<command line>: error: --route: 'return = 301' needs a 'location' (hint: e.g. "
+            "location = \"/new/path\" or \"https://example.com$uri\")");
+
+  CommandLine with_file;
+  with_file.config_file = "peregrine.toml";
+  with_file.routes = {"prefix = \"/a/\", return = 204"};
+  EXPECT_EQ(build_errors(with_file),
+            (std::vector<std::string>{
+                "<command line>: error: --route cannot be combined with -c (hint: add a "
+                "[[site.route]] with those keys to a [[site]] of peregrine.toml)"}));
+}
+
 TEST_F(CliTest, QuickModeServesWwwWhenItExists) {
   fs::create_directory(path("www"));
   auto config = build_ok(CommandLine{});
