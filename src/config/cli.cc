@@ -783,8 +783,8 @@ std::string usage() {
 
 Options take "--opt value" or "--opt=value". Without -c, Peregrine serves one site built
 from these options. With -c FILE, --workers, --pid-file, --error-log, --log-level, --user,
---event-backend and --access-log override the file; --listen, --root, --fastcgi, --fastcgi-conns, --proxy
-and --max-body belong in the file.
+--event-backend and --access-log override the file; --listen, --root, --fastcgi, --fastcgi-conns, --proxy,
+--route and --max-body belong in the file.
 
 Signals: TERM/INT stop now, QUIT stops gracefully, HUP reloads the configuration,
 USR1 reopens the log files, USR2 upgrades to the binary on disk without closing the sockets.
