@@ -123,9 +123,19 @@ Action OrderMachine::poll(Step step, std::string url, const Response* response, 
   Action action;
   action.kind = Action::Kind::kWait;
   action.step = step;
+  if (pending_.url != poll_url_) {
+    poll_url_ = pending_.url;
+    poll_streak_ = 0;
+  }
   std::optional<std::chrono::seconds> after =
       response ? retry_after_of(*response, now) : std::nullopt;
-  action.wait = after ? std::min(*after, options_.max_poll) : options_.default_poll;
+  if (after) {
+    action.wait = std::min(*after, options_.max_poll);
+  } else {
+    std::chrono::milliseconds wait = options_.first_poll * (1 << std::min(poll_streak_, 10));
+    action.wait = std::min(wait, options_.default_poll);
+  }
+  ++poll_streak_;
   return action;
 }
 

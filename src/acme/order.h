@@ -36,10 +36,14 @@ struct OrderOptions {
   std::string eab_hmac_key;
   // The challenge types we can answer, in the order we prefer them.
   std::vector<std::string> challenge_types = {"http-01", "tls-alpn-01"};
-  std::chrono::seconds default_poll{1};  // between polls when the CA sends no Retry-After
-  std::chrono::seconds max_poll{60};     // a Retry-After longer than this is cut to it
-  int max_polls = 120;                   // over the whole order
-  int max_nonce_retries = 5;             // badNonce resends of one request
+  // Without a Retry-After, polls of one resource start after first_poll and double up to
+  // default_poll: a CA that validates at once (pebble, a local one) is not waited on for seconds,
+  // and a slow one is not asked more than every default_poll.
+  std::chrono::milliseconds first_poll{250};
+  std::chrono::milliseconds default_poll{2'000};
+  std::chrono::seconds max_poll{60};  // a Retry-After longer than this is cut to it
+  int max_polls = 120;                // over the whole order
+  int max_nonce_retries = 5;          // badNonce resends of one request
 };
 
 enum class Step : uint8_t {
@@ -86,12 +90,12 @@ struct Action {
   enum class Kind : uint8_t { kSend, kWait, kProvision, kDone, kFailed };
   Kind kind = Kind::kFailed;
   Step step = Step::kDirectory;
-  Request request;                 // kSend
-  std::chrono::seconds wait{0};    // kWait: then call on_wait_over()
-  Provision provision;             // kProvision: then call on_provisioned()
-  std::string chain_pem;           // kDone
-  std::string error;               // kFailed: "newOrder: rateLimited: ... (HTTP 429)"
-  std::optional<Problem> problem;  // kFailed: the CA's problem document, when it sent one
+  Request request;                    // kSend
+  std::chrono::milliseconds wait{0};  // kWait: then call on_wait_over()
+  Provision provision;                // kProvision: then call on_provisioned()
+  std::string chain_pem;              // kDone
+  std::string error;                  // kFailed: "newOrder: rateLimited: ... (HTTP 429)"
+  std::optional<Problem> problem;     // kFailed: the CA's problem document, when it sent one
   std::optional<std::chrono::seconds> retry_after;  // kFailed: when the CA said when to retry
 };
 
@@ -144,6 +148,8 @@ class OrderMachine {
   Pending pending_;  // what the response in flight (or the wait) is for
   int nonce_retries_ = 0;
   int polls_ = 0;
+  int poll_streak_ = 0;  // polls in a row of poll_url_, for the doubling interval
+  std::string poll_url_;
   bool awaiting_nonce_ = false;  // the request in flight is newNonce, for pending_
   bool finalized_ = false;
   bool finished_ = false;

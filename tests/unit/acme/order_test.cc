@@ -168,8 +168,8 @@ TEST_F(AcmeOrderMachine, HappyPathWithPollingAndRetryAfter) {
   a = m.on_wait_over();
   ca_.accept(a, "https://ca.test/authz/1");
   a = m.on_response(ca_.reply(200, authz_json("valid", "valid")), 0);
-  ASSERT_EQ(a.kind, Kind::kWait);  // then the order
-  EXPECT_EQ(a.wait, options_.default_poll);
+  ASSERT_EQ(a.kind, Kind::kWait);  // then the order, first soon
+  EXPECT_EQ(a.wait, options_.first_poll);
   a = m.on_wait_over();
   ca_.accept(a, "https://ca.test/order/1");
   a = m.on_response(ca_.reply(200, order_json("ready")), 0);
@@ -399,6 +399,27 @@ TEST_F(AcmeOrderMachine, AlreadyValidAuthorizationIsSkipped) {
   ASSERT_EQ(a.kind, Kind::kWait);
   a = m.on_wait_over();
   ca_.accept(a, "https://ca.test/order/1");
+}
+
+}  // namespace
+}  // namespace peregrine::acme
+
+namespace peregrine::acme {
+namespace {
+
+TEST_F(AcmeOrderMachine, PollsWithoutRetryAfterDoubleUpToTheDefault) {
+  options_.first_poll = std::chrono::milliseconds(250);
+  options_.default_poll = std::chrono::milliseconds(1500);
+  OrderMachine m(options_, key_, cert_key_.get());
+  Action a = through_new_order(m, order_json("processing"));
+  std::vector<long> waits;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(a.kind, Kind::kWait);
+    waits.push_back(static_cast<long>(a.wait.count()));
+    a = m.on_wait_over();
+    a = m.on_response(ca_.reply(200, order_json("processing")), 0);
+  }
+  EXPECT_EQ(waits, (std::vector<long>{250, 500, 1000, 1500, 1500}));
 }
 
 }  // namespace
