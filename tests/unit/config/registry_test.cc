@@ -64,5 +64,34 @@ TEST(Registry, StaticOptionsApplyToFastcgiRoutesOnly) {
   }
 }
 
+// The handlers without a key of their own: static files when nothing selects another, and an
+// embedding program's for handler = "NAME"; the precedence order names shared groups' users.
+TEST(Registry, StaticIsTheDefaultAndApplicationTakesOtherNames) {
+  const HandlerSet& set = handlers::builtin();
+  ASSERT_NE(set.default_type(), nullptr);
+  EXPECT_EQ(set.default_type()->name, "static");
+  ASSERT_NE(set.named_type(), nullptr);
+  EXPECT_EQ(set.named_type()->name, "application");
+  EXPECT_EQ(set.find("proxy"), set.types()[set.rank("proxy")]);
+  EXPECT_LT(set.rank("fastcgi"), set.rank("proxy"));
+  EXPECT_LT(set.rank("proxy"), set.rank("ajp"));
+  EXPECT_EQ(set.rank("none"), set.types().size());
+}
+
+TEST(Registry, AHandlerThatUsesGroupsSpeaksItsOwnProtocol) {
+  for (const HandlerType* handler : handlers::builtin().types()) {
+    const bool gateway =
+        handler->name == "fastcgi" || handler->name == "proxy" || handler->name == "ajp";
+    ASSERT_EQ(handler->upstream != nullptr, gateway) << handler->name;
+    if (gateway) {
+      EXPECT_EQ(handler->upstream->protocol, handler->name);
+      EXPECT_FALSE(handler->upstream->address_hint.empty()) << handler->name;
+    }
+    // Gateways pass any method token on; static and return routes answer 405 outside theirs.
+    EXPECT_EQ(handler->default_methods.empty(), gateway || handler->name == "application")
+        << handler->name;
+  }
+}
+
 }  // namespace
 }  // namespace peregrine::config
