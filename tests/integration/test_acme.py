@@ -23,9 +23,21 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import PEREGRINE_BIN, main, require_tool  # noqa: E402
+from harness import PEREGRINE_BIN, SANITIZER_MARKERS, main, require_tool  # noqa: E402
 
 ACME_ORDER = os.environ.get("ACME_ORDER_BIN") or os.path.join(os.path.dirname(PEREGRINE_BIN), "acme-order")
+
+
+def check_clean(test, stderr):
+    """acme-order built with sanitizers (ACME_ORDER_BIN) must report nothing, whatever its exit."""
+    for marker in SANITIZER_MARKERS:
+        test.assertNotIn(marker.decode(), stderr, stderr[-6000:])
+
+
+def run_acme_order(test, argv, timeout=20):
+    result = subprocess.run([ACME_ORDER, *argv], capture_output=True, text=True, timeout=timeout)
+    check_clean(test, result.stderr)
+    return result
 
 
 def free_port():
@@ -161,7 +173,7 @@ class AcmeAgainstPebble(unittest.TestCase):
 
     def order(self, *names, http=True, tls=False, http_port=None, extra=(), pebble=None, timeout=20):
         pebble = pebble or self.pebble
-        argv = [ACME_ORDER, "--directory", pebble.directory, "--ca", pebble.ca, "--state", self.state,
+        argv = ["--directory", pebble.directory, "--ca", pebble.ca, "--state", self.state,
                 "--email", "admin@example.test", *extra]
         for name in names:
             argv += ["--name", name]
@@ -169,7 +181,7 @@ class AcmeAgainstPebble(unittest.TestCase):
             argv += ["--http-port", str(http_port or pebble.http_port)]
         if tls:
             argv += ["--tls-port", str(pebble.tls_port)]
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        return run_acme_order(self, argv, timeout)
 
     def folder(self, name):
         return os.path.join(self.state, "certificates", name)
@@ -276,6 +288,7 @@ class AcmeAgainstPebble(unittest.TestCase):
         outcomes = []
         for p in procs:
             _, err = p.communicate(timeout=20)
+            check_clean(self, err)
             outcomes.append((p.returncode, err))
         codes = sorted(code for code, _ in outcomes)
         self.assertEqual(codes, [0, 3], outcomes)
@@ -292,9 +305,8 @@ class AcmeAgainstPebble(unittest.TestCase):
 
     def test_ca_unreachable_and_untrusted(self):
         port = free_port()
-        result = subprocess.run([ACME_ORDER, "--directory", f"https://127.0.0.1:{port}/dir", "--ca", self.pebble.ca,
-                                 "--state", self.state, "--name", "x.example.test", "--http-port", "1"],
-                                capture_output=True, text=True, timeout=20)
+        result = run_acme_order(self, ["--directory", f"https://127.0.0.1:{port}/dir", "--ca", self.pebble.ca,
+                                       "--state", self.state, "--name", "x.example.test", "--http-port", "1"])
         self.assertEqual(result.returncode, 1, result.stderr)
         self.assertIn(f"acme-order: directory: cannot connect to 127.0.0.1:{port}: Connection refused", result.stderr)
         # pebble's certificate is not trusted by the root store of another CA.
@@ -302,9 +314,8 @@ class AcmeAgainstPebble(unittest.TestCase):
         if not os.path.exists(other_ca):
             openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                     "-keyout", "other-ca.key", "-out", "other-ca.pem", "-days", "2", "-subj", "/CN=other", cwd=self.tmp)
-        result = subprocess.run([ACME_ORDER, "--directory", self.pebble.directory, "--ca", other_ca,
-                                 "--state", self.state, "--name", "x.example.test", "--http-port", "1"],
-                                capture_output=True, text=True, timeout=20)
+        result = run_acme_order(self, ["--directory", self.pebble.directory, "--ca", other_ca,
+                                       "--state", self.state, "--name", "x.example.test", "--http-port", "1"])
         self.assertEqual(result.returncode, 1, result.stderr)
         self.assertIn("TLS handshake with 127.0.0.1", result.stderr)
         self.assertIn("unable to get local issuer certificate", result.stderr)
@@ -329,9 +340,9 @@ class AcmeExternalAccountBinding(unittest.TestCase):
 
     def run_order(self, *extra):
         state = tempfile.mkdtemp(dir=self.tmp, prefix="state-")
-        return subprocess.run([ACME_ORDER, "--directory", self.pebble.directory, "--ca", self.pebble.ca,
-                               "--state", state, "--name", "eab.example.test", "--http-port",
-                               str(self.pebble.http_port), *extra], capture_output=True, text=True, timeout=20)
+        return run_acme_order(self, ["--directory", self.pebble.directory, "--ca", self.pebble.ca,
+                                     "--state", state, "--name", "eab.example.test", "--http-port",
+                                     str(self.pebble.http_port), *extra])
 
     def test_binding_required_given_and_wrong(self):
         result = self.run_order()
