@@ -224,7 +224,8 @@ struct Route {
   std::string pattern;                 // exact path, prefix, extension (without dot) or regex
   std::shared_ptr<const Regex> regex;  // compiled, for kRegex
   // The route's handler (a static object, see config/handler_type.h) and its own options, of the
-  // type its folder defines (handlers/NAME/options.h); null options: it has none of its own.
+  // type its folder defines (handlers/NAME/options.h); null options: it has none of its own. A
+  // loaded route always has a type; one made in code without one serves static files.
   const HandlerType* type = nullptr;
   std::shared_ptr<const HandlerOptions> options;
   StaticOptions static_files;        // shared by the handlers that serve files (static, FastCGI)
