@@ -252,13 +252,14 @@ std::string sign_request(const AccountKey& key, std::string_view kid, std::strin
   } else {
     header["kid"] = kid;
   }
-  std::string protected_b64 = base64url_encode(header.dump());
+  std::string protected_b64 =
+      base64url_encode(header.dump(-1, ' ', false, json::error_handler_t::replace));
   std::string payload_b64 = base64url_encode(payload);
   std::string signature = key.sign(protected_b64 + "." + payload_b64);
   json jws = {{"protected", protected_b64},
               {"payload", payload_b64},
               {"signature", base64url_encode(signature)}};
-  return jws.dump();
+  return jws.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::optional<std::string> external_account_binding(const AccountKey& key, std::string_view eab_kid,
@@ -274,12 +275,13 @@ std::optional<std::string> external_account_binding(const AccountKey& key, std::
     return std::nullopt;
   }
   json header = {{"alg", "HS256"}, {"kid", eab_kid}, {"url", new_account_url}};
-  std::string protected_b64 = base64url_encode(header.dump());
+  std::string protected_b64 =
+      base64url_encode(header.dump(-1, ' ', false, json::error_handler_t::replace));
   std::string payload_b64 = base64url_encode(key.jwk_json());
   std::string mac = hmac_sha256(*mac_key, protected_b64 + "." + payload_b64);
   json jws = {
       {"protected", protected_b64}, {"payload", payload_b64}, {"signature", base64url_encode(mac)}};
-  return jws.dump();
+  return jws.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string key_authorization(std::string_view token, const AccountKey& key) {

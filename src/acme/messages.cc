@@ -284,7 +284,7 @@ std::string new_account_payload(const std::vector<std::string>& contacts, bool t
     payload["contact"] = list;
   }
   if (!eab_jws.empty()) payload["externalAccountBinding"] = json::parse(eab_jws, nullptr, false);
-  return payload.dump();
+  return payload.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string new_order_payload(const std::vector<std::string>& names) {
@@ -293,11 +293,12 @@ std::string new_order_payload(const std::vector<std::string>& names) {
     Identifier id = identifier_for(name);
     list.push_back({{"type", id.type}, {"value", id.value}});
   }
-  return json{{"identifiers", list}}.dump();
+  return json{{"identifiers", list}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string finalize_payload(std::string_view csr_der) {
-  return json{{"csr", base64url_encode(csr_der)}}.dump();
+  return json{{"csr", base64url_encode(csr_der)}}.dump(-1, ' ', false,
+                                                       json::error_handler_t::replace);
 }
 
 std::string challenge_response_payload() {

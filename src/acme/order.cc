@@ -123,6 +123,7 @@ Action OrderMachine::poll(Step step, std::string url, const Response* response, 
   Action action;
   action.kind = Action::Kind::kWait;
   action.step = step;
+  waiting_ = true;
   if (pending_.url != poll_url_) {
     poll_url_ = pending_.url;
     poll_streak_ = 0;
@@ -141,17 +142,30 @@ Action OrderMachine::poll(Step step, std::string url, const Response* response, 
 
 Action OrderMachine::on_wait_over() {
   if (finished_) return fail(pending_.step, "the order has already ended");
+  if (!waiting_) return fail(pending_.step, "the order is not waiting");
+  waiting_ = false;
   return send(pending_);
 }
 
 Action OrderMachine::on_provisioned() {
   if (finished_) return fail(Step::kChallenge, "the order has already ended");
+  if (!provisioning_) return fail(Step::kChallenge, "no challenge is being answered");
+  provisioning_ = false;
   return post(Step::kChallenge, challenge_url_, challenge_response_payload());
 }
 
 Action OrderMachine::on_response(const Response& response, time_t now) {
   if (finished_) return fail(pending_.step, "a response came after the order ended");
-  if (auto nonce = response.header("Replay-Nonce"); nonce && !nonce->empty()) nonce_ = *nonce;
+  if (waiting_ || provisioning_)
+    return fail(pending_.step, "a response came while none was asked for");
+  // RFC 8555 §6.5.1: a nonce is base64url; anything else is not sent back (a hostile value
+  // would otherwise travel in every signed header).
+  if (auto nonce = response.header("Replay-Nonce");
+      nonce && !nonce->empty() && nonce->size() <= 256 &&
+      nonce->find_first_not_of(
+          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") ==
+          std::string_view::npos)
+    nonce_ = *nonce;
 
   Step step = pending_.step;
   if (awaiting_nonce_) {
@@ -289,6 +303,7 @@ Action OrderMachine::on_authorization(const Authorization& authz, const Response
       provision_ = Provision{ch.type, name, ch.token, key_authorization(ch.token, account_key_)};
       if (ch.status == Status::kProcessing || ch.status == Status::kValid)
         return poll(Step::kPollAuthorization, authorizations_[authz_index_], &response, now);
+      provisioning_ = true;
       Action action;
       action.kind = Action::Kind::kProvision;
       action.step = Step::kChallenge;

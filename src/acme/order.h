@@ -152,6 +152,8 @@ class OrderMachine {
   std::string poll_url_;
   bool awaiting_nonce_ = false;  // the request in flight is newNonce, for pending_
   bool finalized_ = false;
+  bool waiting_ = false;       // a kWait is out: on_wait_over() is next
+  bool provisioning_ = false;  // a kProvision is out: on_provisioned() is next
   bool finished_ = false;
 };
 

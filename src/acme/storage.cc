@@ -187,7 +187,7 @@ std::string format_meta(const CertificateMeta& meta) {
               {"ari_id", meta.ari_id},
               {"order_url", meta.order_url},
               {"directory_url", meta.directory_url}};
-  return doc.dump(2) + "\n";
+  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 std::optional<CertificateMeta> parse_meta(std::string_view text, std::string* error) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 
 namespace peregrine::acme {
 namespace {
@@ -420,6 +421,93 @@ TEST_F(AcmeOrderMachine, PollsWithoutRetryAfterDoubleUpToTheDefault) {
     a = m.on_response(ca_.reply(200, order_json("processing")), 0);
   }
   EXPECT_EQ(waits, (std::vector<long>{250, 500, 1000, 1500, 1500}));
+}
+
+}  // namespace
+}  // namespace peregrine::acme
+
+namespace peregrine::acme {
+namespace {
+
+// What a fuzzer would do to the machine, deterministically: any response (hostile statuses,
+// headers with bytes that are not UTF-8, bodies cut or of the wrong shape) at any step. The
+// machine never throws or crashes, and every order ends (done or failed) within a bound.
+TEST_F(AcmeOrderMachine, AnySequenceOfResponsesEndsCleanly) {
+  const std::vector<std::string> bodies = {
+      std::string(kDirectory),
+      order_json("pending"),
+      order_json("ready"),
+      order_json("processing"),
+      order_json("valid", "https://ca.test/cert/1"),
+      order_json("invalid"),
+      authz_json("pending"),
+      authz_json("valid", "valid"),
+      authz_json("invalid", "invalid", "http-01", R"({"type":"x","detail":"\u0000"})"),
+      R"({"type":"http-01","url":"u","token":"t","status":"valid"})",
+      R"({"type":"urn:ietf:params:acme:error:badNonce"})",
+      R"({"status":"valid","authorizations":[],"finalize":"f"})",
+      R"({"status":"pending","authorizations":[1,2],"finalize":"f"})",
+      "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+      "",
+      "{",
+      "[]",
+      "\xff\xfe{\"status\":\"valid\"}",
+      R"({"newNonce":"\ud800","newAccount":"a","newOrder":"o"})",
+  };
+  const std::vector<std::string> odd = {"", "\xff\xfe\x80", "nonce\r\nX: y", std::string(3000, 'n'),
+                                        "https://ca.test/\xc3\x28"};
+  std::mt19937 rng(52);
+  int done = 0, failed = 0;
+  for (int round = 0; round < 3000; ++round) {
+    OrderMachine m(options_, key_, cert_key_.get());
+    Action a = m.start();
+    int steps = 0;
+    while (a.kind != Kind::kDone && a.kind != Kind::kFailed) {
+      ASSERT_LT(++steps, 400) << "round " << round << " did not end";
+      if (a.kind == Kind::kWait) {
+        a = m.on_wait_over();
+        continue;
+      }
+      if (a.kind == Kind::kProvision) {
+        a = m.on_provisioned();
+        continue;
+      }
+      Response r;
+      static const int kStatuses[] = {200, 201, 204, 400, 403, 429, 500, 503, 0, 999};
+      r.status = kStatuses[rng() % 10];
+      r.body = bodies[rng() % bodies.size()];
+      if (rng() % 4 != 0)
+        r.headers.emplace_back("Replay-Nonce",
+                               rng() % 3 ? "n" + std::to_string(rng()) : odd[rng() % odd.size()]);
+      if (rng() % 3 == 0)
+        r.headers.emplace_back("Location",
+                               rng() % 2 ? "https://ca.test/x" : odd[rng() % odd.size()]);
+      if (rng() % 4 == 0)
+        r.headers.emplace_back("Retry-After", rng() % 2 ? "1" : odd[rng() % odd.size()]);
+      if (rng() % 5 == 0) r.body = odd[rng() % odd.size()];
+      a = m.on_response(r, 0);
+    }
+    (a.kind == Kind::kDone ? done : failed)++;
+    EXPECT_TRUE(m.finished());
+    if (a.kind == Kind::kFailed) {
+      EXPECT_FALSE(a.error.empty());
+    }
+  }
+  EXPECT_GT(failed, 0);
+}
+
+// The driver calling on_provisioned or on_wait_over out of turn gets a failure, not a crash.
+TEST_F(AcmeOrderMachine, CallsOutOfTurnFail) {
+  OrderMachine m(options_, key_, cert_key_.get());
+  m.start();
+  Action a = m.on_provisioned();
+  EXPECT_EQ(a.kind, Kind::kFailed);
+  EXPECT_EQ(a.error, "challenge: no challenge is being answered");
+  OrderMachine w(options_, key_, cert_key_.get());
+  w.start();
+  a = w.on_wait_over();
+  EXPECT_EQ(a.kind, Kind::kFailed);
+  EXPECT_EQ(a.error, "directory: the order is not waiting");
 }
 
 }  // namespace
