@@ -2,9 +2,10 @@
 //
 // For every input it checks, and traps on violation:
 //   - verdict invariants: head_length within the buffer and the limit and ending in CRLF CRLF;
-//     every view inside the head; names are tokens, values trimmed and free of CR/LF/NUL;
-//     framing is unambiguous; error statuses are among those documented; kNeedMore is never
-//     returned for a buffer already over the head limit;
+//     every view inside the head (but the name of the Host field an absolute-form request
+//     without one gets); an absolute-form target's authority is the one Host field's value; names
+//     are tokens, values trimmed and free of CR/LF/NUL; framing is unambiguous; error statuses are
+//     among those documented; kNeedMore is never returned for a buffer already over the head limit;
 //   - resumption: parsing a data-derived prefix and then the whole buffer, or the buffer one byte
 //     more at a time, gives exactly the one-shot verdict;
 //   - pipelining: after kDone the body is skipped (Content-Length) or decoded (chunked) and the
@@ -16,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -56,6 +58,11 @@ bool IsTchar(unsigned char c) {
   return c != 0 && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
 }
 
+bool IsHost(std::string_view name) {
+  return name.size() == 4 && (name[0] | 0x20) == 'h' && (name[1] | 0x20) == 'o' &&
+         (name[2] | 0x20) == 's' && (name[3] | 0x20) == 't';
+}
+
 bool SameView(std::string_view a, std::string_view b) {
   return a.data() == b.data() && a.size() == b.size();
 }
@@ -82,7 +89,16 @@ void CheckRequest(std::string_view buf, size_t head_length, const ParserLimits& 
   }
   FUZZ_CHECK(r.version_minor == 0 || r.version_minor == 1);
   FUZZ_CHECK(r.header_count <= kMaxHeaders);
+  size_t hosts = 0;
   for (const Header& h : r.header_list()) {
+    if (IsHost(h.name)) ++hosts;
+    // An absolute-form target without a Host field gets one, last, carrying the target's
+    // authority (RFC 9112 3.2.2): its name is the parser's own text, not a view of the input.
+    if (!Inside(h.name, b, e)) {
+      FUZZ_CHECK(h.name == "Host" && &h == &r.headers[r.header_count - 1]);
+      FUZZ_CHECK(!r.authority.empty() && SameView(h.value, r.authority));
+      continue;
+    }
     FUZZ_CHECK(Inside(h.name, b, e) && Inside(h.value, b, e));
     FUZZ_CHECK(!h.name.empty());
     for (char c : h.name) FUZZ_CHECK(IsTchar(static_cast<unsigned char>(c)));
@@ -102,8 +118,12 @@ void CheckRequest(std::string_view buf, size_t head_length, const ParserLimits& 
   } else {
     FUZZ_CHECK(!r.raw_path.empty());
   }
-  if (!r.authority.empty() && r.method != Method::kConnect)
+  if (!r.authority.empty() && r.method != Method::kConnect) {
+    // The one Host field names what was routed on, so no later hop reads a second name.
     FUZZ_CHECK(SameView(r.host, r.authority));
+    const std::optional<std::string_view> host = r.header("host");
+    FUZZ_CHECK(hosts == 1 && host && SameView(*host, r.authority));
+  }
 }
 
 void CheckResult(std::string_view buf, const ParserLimits& limits, const ParseResult& res,
