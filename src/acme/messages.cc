@@ -525,4 +525,12 @@ time_t pick_in_window(const RenewalInfo& info, uint64_t random) {
   return info.window_start + static_cast<time_t>(random % (span + 1));
 }
 
+time_t renewal_time(time_t not_before, time_t not_after, uint64_t random) {
+  if (not_after <= not_before) return not_before;
+  uint64_t lifetime = static_cast<uint64_t>(not_after - not_before);
+  uint64_t spread = lifetime / 20;
+  time_t at = not_before + static_cast<time_t>(lifetime / 3 * 2);
+  return at - static_cast<time_t>(spread == 0 ? 0 : random % (spread + 1));
+}
+
 }  // namespace peregrine::acme

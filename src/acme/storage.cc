@@ -1,6 +1,8 @@
 #include "acme/storage.h"
 
 #include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/x509.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "acme/crypto.h"
+#include "acme/messages.h"
 #include "client/url.h"
 
 namespace peregrine::acme {
@@ -228,6 +232,47 @@ std::optional<CertificateMeta> parse_meta(std::string_view text, std::string* er
   meta.order_url = text_of("order_url");
   meta.directory_url = text_of("directory_url");
   return meta;
+}
+
+std::optional<StoredCertificate> load_certificate(const std::string& folder, std::string* error) {
+  constexpr size_t kLimit = 1 << 20;
+  StoredCertificate out;
+  std::string why;
+  std::string chain_path = folder + "/chain.pem";
+  std::string key_path = folder + "/key.pem";
+  std::string meta_path = folder + "/meta.json";
+  auto chain_pem = read_file(chain_path, kLimit, error);
+  if (!chain_pem) return std::nullopt;
+  auto chain = parse_pem_chain(*chain_pem, &why);
+  if (!chain) {
+    *error = chain_path + ": " + why;
+    return std::nullopt;
+  }
+  auto key_pem = read_file(key_path, kLimit, error);
+  if (!key_pem) return std::nullopt;
+  PkeyPtr key = parse_private_key_pem(*key_pem, &why);
+  if (!key) {
+    *error = key_path + ": " + why;
+    return std::nullopt;
+  }
+  if (X509_check_private_key((*chain)[0].get(), key.get()) != 1) {
+    ERR_clear_error();
+    *error = key_path + ": the key does not match the certificate in " + chain_path;
+    return std::nullopt;
+  }
+  auto meta_text = read_file(meta_path, kLimit, error);
+  if (!meta_text) return std::nullopt;
+  auto meta = parse_meta(*meta_text, &why);
+  if (!meta) {
+    *error = meta_path + ": " + why;
+    return std::nullopt;
+  }
+  out.meta = std::move(*meta);
+  out.chain_pem = std::move(*chain_pem);
+  out.key_pem = std::move(*key_pem);
+  out.not_before = certificate_not_before((*chain)[0].get()).value_or(0);
+  out.not_after = certificate_not_after((*chain)[0].get()).value_or(0);
+  return out;
 }
 
 std::string lock_holder_name() {

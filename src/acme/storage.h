@@ -50,6 +50,18 @@ struct CertificateMeta {
 std::string format_meta(const CertificateMeta& meta);
 std::optional<CertificateMeta> parse_meta(std::string_view text, std::string* error);
 
+// A stored certificate, checked: the chain parses, the key parses and matches the chain's first
+// certificate, meta.json parses. nullopt with *error ("<folder>/key.pem: ...") naming the file
+// and what is wrong; a folder without chain.pem is "not issued yet" (*error says so too).
+struct StoredCertificate {
+  CertificateMeta meta;
+  std::string chain_pem;
+  std::string key_pem;
+  time_t not_before = 0;
+  time_t not_after = 0;
+};
+std::optional<StoredCertificate> load_certificate(const std::string& folder, std::string* error);
+
 // A lock with an expiry in a shared folder: created with O_CREAT|O_EXCL, holding
 // "holder\nexpiry-unix-seconds\n". One that has expired (its holder died or hangs) is taken over.
 // The take-over renames the stale file aside and checks it moved the very file it judged stale

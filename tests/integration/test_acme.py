@@ -290,9 +290,38 @@ class AcmeAgainstPebble(unittest.TestCase):
             _, err = p.communicate(timeout=20)
             check_clean(self, err)
             outcomes.append((p.returncode, err))
-        codes = sorted(code for code, _ in outcomes)
-        self.assertEqual(codes, [0, 3], outcomes)
+        # One orders; the other finds the lock held (3) or, if it came after, the stored
+        # certificate current (0, "nothing to do").
+        self.assertEqual(sum("acme-order: issued" in err for _, err in outcomes), 1, outcomes)
+        for code, err in outcomes:
+            self.assertIn(code, (0, 3), err)
+            if "acme-order: issued" not in err:
+                self.assertRegex(err, "is held by|nothing to do")
         self.assertEqual(self.pebble.orders_made(), orders + 1, outcomes)
+
+    def test_stored_certificate_is_kept_until_due_or_replaced_when_damaged(self):
+        first = self.order("kept.example.test")
+        self.check_issued(first, ["kept.example.test"])
+        chain = os.path.join(self.folder("kept.example.test"), "chain.pem")
+        with open(chain) as f:
+            issued = f.read()
+        orders = self.pebble.orders_made()
+        again = self.order("kept.example.test")
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertIn("nothing to do", again.stderr)
+        self.assertEqual(self.pebble.orders_made(), orders)
+        forced = self.order("kept.example.test", extra=["--force"])
+        self.check_issued(forced, ["kept.example.test"])
+        self.assertEqual(self.pebble.orders_made(), orders + 1)
+        with open(chain) as f:
+            self.assertNotEqual(f.read(), issued)
+        # A damaged chain is reported with its path and what is wrong, then replaced.
+        with open(chain, "w") as f:
+            f.write(issued[:200])
+        damaged = self.order("kept.example.test")
+        self.assertIn(f"acme-order: stored certificate: {chain}: certificate 1 of the chain is cut short; "
+                      "ordering a new one", damaged.stderr)
+        self.check_issued(damaged, ["kept.example.test"])
 
     def test_damaged_account_key_is_reported_with_its_path(self):
         folder = os.path.join(self.state, "accounts", f"127.0.0.1_{self.pebble.port}")

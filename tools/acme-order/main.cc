@@ -40,6 +40,7 @@ struct Options {
   acme::KeyType key_type = acme::KeyType::kEcdsaP256;
   int timeout = 10;
   int lock_ttl = 600;
+  bool force = false;
 };
 
 void usage() {
@@ -56,6 +57,10 @@ bool parse_args(int argc, char** argv, Options* o) {
   o->order.challenge_types.clear();
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--force") {  // order even when the stored certificate is not due for renewal
+      o->force = true;
+      continue;
+    }
     auto value = [&]() -> const char* {
       if (i + 1 >= argc) {
         fprintf(stderr, "acme-order: %s needs a value\n", arg.c_str());
@@ -125,6 +130,27 @@ std::optional<acme::AccountKey> account_key(const Options& o, std::string* error
   return key;
 }
 
+// True when the folder holds a sound certificate for these names that is not due for renewal.
+bool stored_is_current(const Options& o, const std::string& folder) {
+  std::string error;
+  auto stored = acme::load_certificate(folder, &error);
+  if (!stored) {
+    if (error.find("/chain.pem: No such file") == std::string::npos)
+      fprintf(stderr, "acme-order: stored certificate: %s; ordering a new one\n", error.c_str());
+    return false;
+  }
+  if (stored->meta.names != o.order.names) {
+    fprintf(stderr, "acme-order: the stored certificate names other hosts; ordering a new one\n");
+    return false;
+  }
+  time_t due = acme::renewal_time(stored->not_before, stored->not_after, std::random_device{}());
+  if (time(nullptr) >= due) return false;
+  fprintf(stderr,
+          "acme-order: %s/chain.pem is valid until %ld and due for renewal at %ld: nothing to do\n",
+          folder.c_str(), static_cast<long>(stored->not_after), static_cast<long>(due));
+  return true;
+}
+
 int run(const Options& o) {
   std::string error;
   auto key = account_key(o, &error);
@@ -133,6 +159,7 @@ int run(const Options& o) {
     return 1;
   }
   std::string folder = acme::certificate_folder(o.state, o.order.names[0]);
+  if (!o.force && stored_is_current(o, folder)) return 0;
   std::string lock_path = folder + "/lock";
   std::string holder = acme::lock_holder_name();
   auto lock = acme::OrderLock::acquire(lock_path, holder, time(nullptr), o.lock_ttl);
@@ -152,6 +179,8 @@ int run(const Options& o) {
     const std::string& holder;
     ~Unlock() { acme::OrderLock::release(path, holder); }
   } unlock{lock_path, holder};
+  // Another instance may have stored it between our look and our lock.
+  if (!o.force && stored_is_current(o, folder)) return 0;
 
   acme_tool::Http01Responder http01;
   acme_tool::TlsAlpn01Responder alpn01;

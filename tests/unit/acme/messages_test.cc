@@ -223,6 +223,19 @@ TEST(AcmeRenewalInfo, SuggestedWindowAndAPickInsideIt) {
   EXPECT_FALSE(parse_renewal_info(R"({})", &error));
 }
 
+TEST(AcmeRenewal, TwoThirdsIntoTheLifetimeWithSpread) {
+  time_t start = 1'000'000;
+  time_t end = start + 90 * 86400;
+  EXPECT_EQ(renewal_time(start, end, 0), start + 60 * 86400);
+  time_t earliest = start + 60 * 86400 - 90 * 86400 / 20;  // 4.5 days earlier at most
+  for (uint64_t r : {1ull, 12345ull, 388800ull, ~0ull}) {
+    time_t t = renewal_time(start, end, r);
+    EXPECT_GE(t, earliest);
+    EXPECT_LE(t, start + 60 * 86400);
+  }
+  EXPECT_EQ(renewal_time(start, start, 7), start);  // damaged dates: renew now
+}
+
 TEST(AcmeChain, ParsesEveryCertificateAndRefusesDamage) {
   std::string error;
   auto cert = make_tls_alpn_certificate("a.test", "k", &error);

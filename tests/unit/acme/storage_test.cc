@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "acme/crypto.h"
+
 namespace peregrine::acme {
 namespace {
 
@@ -145,6 +147,40 @@ TEST_F(AcmeStorage, ManyProcessesRacingForAStaleLockGetOneHolder) {
   auto text = read_file(winners, 1000, &error);
   ASSERT_TRUE(text) << error;
   EXPECT_EQ(std::count(text->begin(), text->end(), '\n'), 1) << *text;
+}
+
+TEST_F(AcmeStorage, StoredCertificateIsCheckedAndDamageNamesTheFile) {
+  std::string error;
+  auto cert = make_tls_alpn_certificate("a.test", "k", &error);
+  ASSERT_TRUE(cert) << error;
+  std::string folder = certificate_folder(dir_, "a.test");
+  EXPECT_FALSE(load_certificate(folder, &error));
+  EXPECT_EQ(error, folder + "/chain.pem: No such file or directory");
+  CertificateMeta meta{{"a.test"}, "issuer", 1, 2, "", "", ""};
+  ASSERT_TRUE(write_file_atomic(folder + "/chain.pem", cert->certificate_pem, 0644, &error));
+  ASSERT_TRUE(write_file_atomic(folder + "/key.pem", cert->key_pem, 0600, &error));
+  ASSERT_TRUE(write_file_atomic(folder + "/meta.json", format_meta(meta), 0644, &error));
+  auto stored = load_certificate(folder, &error);
+  ASSERT_TRUE(stored) << error;
+  EXPECT_EQ(stored->meta.names, meta.names);
+  EXPECT_GT(stored->not_after, stored->not_before);
+
+  PkeyPtr other = generate_key(KeyType::kEcdsaP256);
+  ASSERT_TRUE(write_file_atomic(folder + "/key.pem", private_key_pem(other.get()), 0600, &error));
+  EXPECT_FALSE(load_certificate(folder, &error));
+  EXPECT_EQ(error, folder + "/key.pem: the key does not match the certificate in " + folder +
+                       "/chain.pem");
+  ASSERT_TRUE(write_file_atomic(folder + "/key.pem", "junk", 0600, &error));
+  EXPECT_FALSE(load_certificate(folder, &error));
+  EXPECT_EQ(error.rfind(folder + "/key.pem: not a PEM private key", 0), 0u) << error;
+  ASSERT_TRUE(write_file_atomic(folder + "/key.pem", cert->key_pem, 0600, &error));
+  ASSERT_TRUE(write_file_atomic(folder + "/meta.json", "{\"names\":", 0644, &error));
+  EXPECT_FALSE(load_certificate(folder, &error));
+  EXPECT_EQ(error, folder + "/meta.json: not a JSON object");
+  ASSERT_TRUE(
+      write_file_atomic(folder + "/chain.pem", cert->certificate_pem.substr(0, 100), 0644, &error));
+  EXPECT_FALSE(load_certificate(folder, &error));
+  EXPECT_EQ(error, folder + "/chain.pem: certificate 1 of the chain is cut short");
 }
 
 }  // namespace
