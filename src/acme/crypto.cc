@@ -41,19 +41,6 @@ using BnPtr = std::unique_ptr<BIGNUM, BnFree>;
 
 constexpr size_t kP256Bytes = 32;
 
-std::string openssl_error(std::string_view what) {
-  unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  std::string text(what);
-  if (code != 0) {
-    char buf[256];
-    ERR_error_string_n(code, buf, sizeof buf);
-    text += ": ";
-    text += buf;
-  }
-  return text;
-}
-
 std::string bio_text(BIO* bio) {
   char* data = nullptr;
   long len = BIO_get_mem_data(bio, &data);
@@ -95,6 +82,19 @@ std::string hmac_sha256(std::string_view key, std::string_view data) {
 }
 
 }  // namespace
+
+std::string openssl_error(std::string_view what) {
+  unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  std::string text(what);
+  if (code != 0) {
+    char buf[256];
+    ERR_error_string_n(code, buf, sizeof buf);
+    text += ": ";
+    text += buf;
+  }
+  return text;
+}
 
 std::string base64url_encode(std::string_view bytes) {
   static constexpr char kAlphabet[] =

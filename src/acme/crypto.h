@@ -24,6 +24,8 @@ using X509Ptr = std::unique_ptr<X509, X509Free>;
 
 // RFC 7515 §2: base64url without padding. decode refuses padding, whitespace and other bytes.
 std::string base64url_encode(std::string_view bytes);
+// `what`, then ": " and OpenSSL's first queued error if there is one (the queue is cleared).
+std::string openssl_error(std::string_view what);
 std::optional<std::string> base64url_decode(std::string_view text);
 std::string sha256(std::string_view bytes);
 

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "acme/crypto.h"
 #include "http/http_date.h"
 
 namespace peregrine::acme {
@@ -60,19 +61,6 @@ bool is_ip_literal(std::string_view name) {
   std::string text(name);
   unsigned char buf[16];
   return inet_pton(AF_INET, text.c_str(), buf) == 1 || inet_pton(AF_INET6, text.c_str(), buf) == 1;
-}
-
-std::string openssl_error(std::string_view what) {
-  unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  std::string text(what);
-  if (code != 0) {
-    char buf[256];
-    ERR_error_string_n(code, buf, sizeof buf);
-    text += ": ";
-    text += buf;
-  }
-  return text;
 }
 
 std::optional<time_t> asn1_time(const ASN1_TIME* time) {

@@ -32,7 +32,9 @@ bool valid_origin_path(std::string_view path);
 bool valid_scheme(std::string_view scheme);
 // uri-host [ ":" port ] (RFC 3986 3.2.2-3.2.3): an IP-literal or a reg-name/IPv4 address, no
 // userinfo; the port at most 65535, required when `require_port` (CONNECT). The rule the HTTP/1
-// parser applies to Host (ValidHostPort in http/http1/parser.cc), on a string_view.
+// parser applies to Host (ValidHostPort in http/http1/parser.cc), on a string_view. Not shared
+// with it: the parser's scans its Host without bounds checks, relying on the byte after the
+// range (CR or OWS in a request head), which an HTTP/2 field's view does not have.
 bool valid_authority(std::string_view authority, bool require_port);
 
 // One stream's request head, collected field by field as HPACK decodes it. The fields are copied
